@@ -1,0 +1,123 @@
+package sys
+
+import (
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Ioctl issues ioctl(fd, req, arg), retrying EINTR. arg must point to memory
+// that stays valid for the call; memory it points to in turn (attribute
+// payloads, response buffers) must not be Go-stack memory: use an Arena.
+func Ioctl(fd *FD, req uintptr, arg unsafe.Pointer) error {
+	return fd.use(func(raw int) error {
+		for {
+			_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(raw), req, uintptr(arg))
+			if e == unix.EINTR {
+				continue
+			}
+			runtime.KeepAlive(arg)
+			return NewErrno(e)
+		}
+	})
+}
+
+// Write issues one write(2) of buf, retrying EINTR. A short write is reported
+// as an error (uverbs and rdma_cm commands are all-or-nothing).
+func Write(fd *FD, buf []byte) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	return fd.use(func(raw int) error {
+		for {
+			n, _, e := unix.Syscall(unix.SYS_WRITE, uintptr(raw), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+			if e == unix.EINTR {
+				continue
+			}
+			runtime.KeepAlive(buf)
+			if e != 0 {
+				return NewErrno(e)
+			}
+			if int(n) != len(buf) {
+				return NewErrno(unix.EIO)
+			}
+			return nil
+		}
+	})
+}
+
+// Read issues one read(2), retrying EINTR.
+func Read(fd *FD, buf []byte) (int, error) {
+	var n int
+	err := fd.use(func(raw int) error {
+		for {
+			var err error
+			n, err = unix.Read(raw, buf)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return NewErrno(err.(unix.Errno))
+			}
+			return nil
+		}
+	})
+	return n, err
+}
+
+// Mmap maps length bytes of fd at offset.
+func Mmap(fd *FD, offset int64, length int, prot, flags int) ([]byte, error) {
+	var b []byte
+	err := fd.use(func(raw int) error {
+		var err error
+		b, err = unix.Mmap(raw, offset, length, prot, flags)
+		if err != nil {
+			return NewErrno(err.(unix.Errno))
+		}
+		return nil
+	})
+	return b, err
+}
+
+// MmapAnon maps length bytes of private anonymous memory (page aligned, zeroed).
+// extraFlags may add MAP_HUGETLB, MAP_POPULATE.
+func MmapAnon(length int, extraFlags int) ([]byte, error) {
+	b, err := unix.Mmap(-1, 0, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|extraFlags)
+	if err != nil {
+		return nil, NewErrno(err.(unix.Errno))
+	}
+	return b, nil
+}
+
+// Munmap unmaps a mapping made by Mmap or MmapAnon.
+func Munmap(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if err := unix.Munmap(b); err != nil {
+		return NewErrno(err.(unix.Errno))
+	}
+	return nil
+}
+
+// Madvise applies advice to b.
+func Madvise(b []byte, advice int) error {
+	if err := unix.Madvise(b, advice); err != nil {
+		return NewErrno(err.(unix.Errno))
+	}
+	return nil
+}
+
+// Addr returns the address of the first byte of b as a u64 for embedding in
+// a kernel command. b must be mmap'd memory (an Arena or a mapping), never Go
+// heap or stack memory: the kernel reads it after this function returns.
+func Addr(b []byte) uint64 {
+	if len(b) == 0 {
+		return 0
+	}
+	return uint64(uintptr(unsafe.Pointer(&b[0])))
+}
+
+// Pagesize is the system page size.
+var Pagesize = unix.Getpagesize()

@@ -1,0 +1,16 @@
+// Package uverbs is RDMA verbs without cgo: it speaks the kernel's uverbs ABI
+// (the RDMA_VERBS_IOCTL methods and the legacy write() commands) on
+// /dev/infiniband/uverbsN directly.
+//
+// Devices are discovered from sysfs and RDMA netlink; Open gives a Context on
+// which PDs, MRs, CQs, QPs, SRQs, AHs and completion channels are created.
+// Providers (the rxe and mlx5 packages) register themselves by kernel driver
+// id and supply the driver-specific request/response bytes and the datapath;
+// this package never imports them. Import the provider for your hardware,
+// or github.com/ibgo/ibgo/uverbs/all for every provider:
+//
+//	import _ "github.com/ibgo/ibgo/rxe"
+//
+// Errors are *Error values wrapping the kernel's errno; errors.Is(err,
+// ErrNotSupported) tells whether the kernel or device lacks a feature.
+package uverbs
