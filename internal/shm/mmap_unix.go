@@ -1,0 +1,87 @@
+//go:build unix
+
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mapping is a file mapped into memory with MAP_SHARED, as Aeron maps
+// cnc.dat, log buffers and loss-report.dat.
+type Mapping struct {
+	path string
+	data []byte
+}
+
+// Map maps the whole of an existing file. Read-only mappings are enough for
+// inspection tools; writable ones are for the driver and clients.
+func Map(path string, writable bool) (*Mapping, error) {
+	flag, prot := os.O_RDONLY, unix.PROT_READ
+	if writable {
+		flag, prot = os.O_RDWR, unix.PROT_READ|unix.PROT_WRITE
+	}
+	f, err := os.OpenFile(path, flag, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return mapFile(f, path, st.Size(), prot)
+}
+
+// Create creates (or truncates) path with the given size and maps it
+// writable. The new file reads as zeros.
+func Create(path string, size int64) (*Mapping, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("shm: create %s: size %d must be positive", path, size)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return nil, fmt.Errorf("shm: create %s: %w", path, err)
+	}
+	return mapFile(f, path, size, unix.PROT_READ|unix.PROT_WRITE)
+}
+
+func mapFile(f *os.File, path string, size int64, prot int) (*Mapping, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("shm: map %s: file is empty", path)
+	}
+	if int64(int(size)) != size {
+		return nil, fmt.Errorf("shm: map %s: %d bytes do not fit the address space", path, size)
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), prot, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("shm: mmap %s: %w", path, err)
+	}
+	return &Mapping{path: path, data: data}, nil
+}
+
+// Bytes returns the mapped memory. It is invalid after Close.
+func (m *Mapping) Bytes() []byte { return m.data }
+
+// Path returns the mapped file's path.
+func (m *Mapping) Path() string { return m.path }
+
+// Close unmaps the file. It is idempotent.
+func (m *Mapping) Close() error {
+	if m == nil || m.data == nil {
+		return nil
+	}
+	data := m.data
+	m.data = nil
+	if err := unix.Munmap(data); err != nil {
+		return errors.Join(fmt.Errorf("shm: munmap %s", m.path), err)
+	}
+	return nil
+}
