@@ -3,6 +3,7 @@ module github.com/ibgo/ibgo
 go 1.26.0
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/stretchr/testify v1.12.1
 	github.com/urfave/cli/v2 v2.27.7
 	golang.org/x/sys v0.50.0

@@ -6,6 +6,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 
@@ -30,9 +31,11 @@ func fail(code int, format string, args ...any) error {
 	return &exitError{code: code, msg: fmt.Sprintf(format, args...)}
 }
 
-func newApp() *cli.App {
+func newApp(stdout, stderr io.Writer) *cli.App {
 	sort.Slice(commands, func(i, j int) bool { return commands[i].Name < commands[j].Name })
 	return &cli.App{
+		Writer:               stdout,
+		ErrWriter:            stderr,
 		Name:                 "ibgo",
 		Usage:                "RDMA verbs, perftest-compatible benchmarks and Aeron tools, in pure Go",
 		Commands:             commands,
@@ -42,21 +45,22 @@ func newApp() *cli.App {
 }
 
 func main() {
-	os.Exit(run(os.Args))
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
 
-func run(args []string) int {
-	err := newApp().Run(args)
+// run executes the command line and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	err := newApp(stdout, stderr).Run(args)
 	if err == nil {
 		return 0
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
-			fmt.Fprintln(os.Stderr, "ibgo:", ee.msg)
+			fmt.Fprintln(stderr, "ibgo:", ee.msg)
 		}
 		return ee.code
 	}
-	fmt.Fprintln(os.Stderr, "ibgo:", err)
+	fmt.Fprintln(stderr, "ibgo:", err)
 	return 1
 }

@@ -33,4 +33,6 @@ var layouts = []layout{
 	{"ib_uverbs_dealloc_pd", "rdma/ib_user_verbs.h", DeallocPD{}},
 	{"ib_uverbs_async_event_desc", "rdma/ib_user_verbs.h", AsyncEventDesc{}},
 	{"ib_uverbs_comp_event_desc", "rdma/ib_user_verbs.h", CompEventDesc{}},
+	{"mlx5_ib_alloc_ucontext_req_v2", "rdma/mlx5-abi.h", Mlx5AllocUcontextReqV2{}},
+	{"mlx5_ib_alloc_ucontext_resp", "rdma/mlx5-abi.h", Mlx5AllocUcontextResp{}},
 }

@@ -110,12 +110,25 @@ func (s attrSet) u32(t uint16) (uint32, bool) {
 	return le.Uint32(d), true
 }
 
+// u64 reads an unsigned attribute of 8, 4, 2 or 1 bytes: the kernel is not
+// always faithful to the width rdma_netlink.h documents (it puts
+// UVERBS_DRIVER_ID, documented u64, as a u32).
 func (s attrSet) u64(t uint16) (uint64, bool) {
 	d, ok := s[t]
-	if !ok || len(d) < 8 {
+	if !ok {
 		return 0, false
 	}
-	return le.Uint64(d), true
+	switch {
+	case len(d) >= 8:
+		return le.Uint64(d), true
+	case len(d) >= 4:
+		return uint64(le.Uint32(d)), true
+	case len(d) >= 2:
+		return uint64(le.Uint16(d)), true
+	case len(d) == 1:
+		return uint64(d[0]), true
+	}
+	return 0, false
 }
 
 func (s attrSet) str(t uint16) string {

@@ -1,0 +1,70 @@
+# ibgo: see README.md. Every build and test runs with CGO_ENABLED=0.
+GO      ?= go
+KERNEL  ?= 6.1
+# Kernels the VM tier runs on in `make test`.
+KERNELS ?= 6.1 6.12
+FUZZTIME ?= 60s
+VM       = $(GO) run ./hwtest/vm
+
+export CGO_ENABLED = 0
+
+.PHONY: all build test test-unit test-vm test-vm-one demo lint cross fuzz test-race image clean
+
+all: build
+
+## build: compile everything and put the static ibgo binary in bin/
+build:
+	$(GO) build ./...
+	$(GO) build -trimpath -o bin/ibgo ./cmd/ibgo
+
+## test: unit tests, then the VM tier (soft-RoCE in qemu) on each of $(KERNELS)
+test: test-unit test-vm
+
+## test-unit: every package's tests on this machine (VM-tier tests skip and say why)
+test-unit:
+	$(GO) test -count=1 ./...
+
+## test-vm: the VM tier; REQUIRE_VM=1 turns any VM-tier skip into a failure
+test-vm:
+	@for k in $(KERNELS); do \
+		echo "== VM tier, kernel $$k, one guest"; \
+		REQUIRE_VM=1 $(VM) test -kernel $$k || exit 1; \
+	done
+
+## test-vm-one: the VM tier on one kernel only: make test-vm-one KERNEL=6.12 [RUN=regex] [PKG=./uverbs]
+test-vm-one:
+	REQUIRE_VM=1 $(VM) test -kernel $(KERNEL) $(if $(RUN),-run '$(RUN)') $(PKG)
+
+## demo: boot the soft-RoCE VM and run ibgo against it beside Debian's C tools
+demo:
+	$(VM) run -kernel $(KERNEL) -script hwtest/vm/demo.sh
+
+## image: build (or show the cached) guest image
+image:
+	$(VM) image -kernel $(KERNEL)
+
+## lint: gofmt and go vet
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+## cross: build and vet (which compiles the tests) for linux/arm64
+cross:
+	GOOS=linux GOARCH=arm64 $(GO) build ./...
+	GOOS=linux GOARCH=arm64 $(GO) vet ./...
+
+## fuzz: run every Fuzz target for $(FUZZTIME) each, one at a time
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "== $$pkg $$f"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
+
+## test-race: the race detector needs cgo; only here is it enabled
+test-race:
+	CGO_ENABLED=1 $(GO) test -race -count=1 ./aeron/... ./internal/...
+
+clean:
+	rm -rf bin

@@ -1,0 +1,26 @@
+package uverbs
+
+// Test hooks: force the legacy paths so the VM tier proves them against the
+// real kernel too.
+
+// ForceWritePath makes c send every command through write(2): no
+// INVOKE_WRITE, and every ioctl method it would fall back from is marked as
+// refused.
+func ForceWritePath(c *Context, objectMethods ...[2]uint16) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.useIoctlWrite = false
+	for _, om := range objectMethods {
+		c.noIoctl[om] = true
+	}
+}
+
+// GIDTableSysfs exposes the pre-5.10 GID table path.
+func (c *Context) GIDTableSysfs() ([]GIDEntry, error) { return c.gidTableSysfs() }
+
+// OpenLegacy opens d with the legacy write GET_CONTEXT (kernels before 5.6).
+func OpenLegacy(d *Device) (*Context, error) {
+	forceLegacyGetContext = true
+	defer func() { forceLegacyGetContext = false }()
+	return d.Open()
+}

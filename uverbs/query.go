@@ -1,0 +1,338 @@
+package uverbs
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ibgo/ibgo/internal/abi"
+	"github.com/ibgo/ibgo/internal/sys"
+)
+
+// DeviceAttr is what QUERY_DEVICE (extended form where the kernel has it)
+// reports: the fields of struct ibv_device_attr_ex that come from the kernel.
+type DeviceAttr struct {
+	FWVer                 string // formatted by the provider, as rdma-core does
+	RawFWVer              uint64
+	NodeGUID              GUID
+	SysImageGUID          GUID
+	MaxMRSize             uint64
+	PageSizeCap           uint64
+	VendorID              uint32
+	VendorPartID          uint32
+	HWVer                 uint32
+	MaxQP                 uint32
+	MaxQPWR               uint32
+	DeviceCapFlags        uint32
+	MaxSGE                uint32
+	MaxSGERd              uint32
+	MaxCQ                 uint32
+	MaxCQE                uint32
+	MaxMR                 uint32
+	MaxPD                 uint32
+	MaxQPRdAtom           uint32
+	MaxEERdAtom           uint32
+	MaxResRdAtom          uint32
+	MaxQPInitRdAtom       uint32
+	MaxEEInitRdAtom       uint32
+	AtomicCap             AtomicCap
+	MaxEE                 uint32
+	MaxRDD                uint32
+	MaxMW                 uint32
+	MaxRawIPv6QP          uint32
+	MaxRawEthyQP          uint32
+	MaxMcastGrp           uint32
+	MaxMcastQPAttach      uint32
+	MaxTotalMcastQPAttach uint32
+	MaxAH                 uint32
+	MaxFMR                uint32
+	MaxMapPerFMR          uint32
+	MaxSRQ                uint32
+	MaxSRQWR              uint32
+	MaxSRQSGE             uint32
+	MaxPkeys              uint16
+	LocalCAAckDelay       uint8
+	PhysPortCnt           uint8
+
+	// Extended attributes (zero when the kernel lacks EX_QUERY_DEVICE or
+	// its response is shorter).
+	Extended                   bool
+	ODPGeneralCaps             uint64
+	RCODPCaps, UCODPCaps       uint32
+	UDODPCaps, XRCODPCaps      uint32
+	CompletionTimestampMask    uint64
+	HCACoreClock               uint64 // kHz
+	DeviceCapFlagsEx           uint64
+	RSSSupportedQPTs           uint32
+	MaxRWQIndirectionTables    uint32
+	MaxRWQIndirectionTableSize uint32
+	MaxWQTypeRQ                uint32
+	RawPacketCaps              uint32
+	TMMaxRndvHdrSize           uint32
+	TMMaxNumTags               uint32
+	TMFlags                    uint32
+	TMMaxOps                   uint32
+	TMMaxSGE                   uint32
+	MaxCQModerationCount       uint16
+	MaxCQModerationPeriod      uint16
+	MaxDMSize                  uint64
+}
+
+// QueryDevice reports the device's attributes. It uses EX_QUERY_DEVICE and
+// falls back to QUERY_DEVICE when the kernel lacks it, as rdma-core's
+// ibv_cmd_query_device_any does.
+func (c *Context) QueryDevice() (*DeviceAttr, error) {
+	if err := c.lock(); err != nil {
+		return nil, opErr(c.dev.Name, "query device", err)
+	}
+	defer c.mu.Unlock()
+	exResp := c.arena.Alloc(int(unsafe.Sizeof(abi.ExQueryDeviceResp{})))
+	w := &sys.WriteCommand{Cmd: abi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE, Extended: true,
+		CoreIn: c.arena.Alloc(int(unsafe.Sizeof(abi.ExQueryDevice{}))), CoreOut: exResp}
+	err := c.execWrite(w)
+	var r abi.ExQueryDeviceResp
+	switch e := sys.ErrnoOf(err); {
+	case err == nil:
+		r = *(*abi.ExQueryDeviceResp)(unsafe.Pointer(&exResp[0]))
+	case e == unix.EOPNOTSUPP || e == unix.ENOSYS:
+		base := c.arena.Alloc(int(unsafe.Sizeof(abi.QueryDeviceResp{})))
+		w := &sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_QUERY_DEVICE,
+			CoreIn: c.arena.Alloc(int(unsafe.Sizeof(abi.QueryDevice{}))), CoreOut: base}
+		if err := c.execWrite(w); err != nil {
+			return nil, opErr(c.dev.Name, "query device", err)
+		}
+		r.Base = *(*abi.QueryDeviceResp)(unsafe.Pointer(&base[0]))
+		r.ResponseLength = uint32(unsafe.Sizeof(abi.QueryDeviceResp{}))
+	default:
+		return nil, opErr(c.dev.Name, "query device", err)
+	}
+	b := r.Base
+	a := &DeviceAttr{
+		RawFWVer: b.FWVer, FWVer: c.prov.FormatFWVer(b.FWVer),
+		NodeGUID: GUID(b.NodeGUID), SysImageGUID: GUID(b.SysImageGUID),
+		MaxMRSize: b.MaxMRSize, PageSizeCap: b.PageSizeCap, VendorID: b.VendorID, VendorPartID: b.VendorPartID,
+		HWVer: b.HWVer, MaxQP: b.MaxQP, MaxQPWR: b.MaxQPWR, DeviceCapFlags: b.DeviceCapFlags,
+		MaxSGE: b.MaxSGE, MaxSGERd: b.MaxSGERd, MaxCQ: b.MaxCQ, MaxCQE: b.MaxCQE, MaxMR: b.MaxMR, MaxPD: b.MaxPD,
+		MaxQPRdAtom: b.MaxQPRdAtom, MaxEERdAtom: b.MaxEERdAtom, MaxResRdAtom: b.MaxResRdAtom,
+		MaxQPInitRdAtom: b.MaxQPInitRdAtom, MaxEEInitRdAtom: b.MaxEEInitRdAtom, AtomicCap: AtomicCap(b.AtomicCap),
+		MaxEE: b.MaxEE, MaxRDD: b.MaxRDD, MaxMW: b.MaxMW, MaxRawIPv6QP: b.MaxRawIPv6QP, MaxRawEthyQP: b.MaxRawEthyQP,
+		MaxMcastGrp: b.MaxMcastGrp, MaxMcastQPAttach: b.MaxMcastQPAttach, MaxTotalMcastQPAttach: b.MaxTotalMcastQPAttach,
+		MaxAH: b.MaxAH, MaxFMR: b.MaxFMR, MaxMapPerFMR: b.MaxMapPerFMR, MaxSRQ: b.MaxSRQ, MaxSRQWR: b.MaxSRQWR,
+		MaxSRQSGE: b.MaxSRQSGE, MaxPkeys: b.MaxPkeys, LocalCAAckDelay: b.LocalCAAckDelay, PhysPortCnt: b.PhysPortCnt,
+	}
+	// Copy each extended field only if the kernel's response covers it
+	// (rdma-core cmd_device.c: CAN_COPY).
+	has := func(end uintptr) bool { return uintptr(r.ResponseLength) >= end }
+	a.Extended = has(unsafe.Offsetof(r.ODPCaps))
+	if has(unsafe.Offsetof(r.ODPCaps) + unsafe.Sizeof(r.ODPCaps)) {
+		a.ODPGeneralCaps = r.ODPCaps.GeneralCaps
+		a.RCODPCaps, a.UCODPCaps, a.UDODPCaps = r.ODPCaps.RCODPCaps, r.ODPCaps.UCODPCaps, r.ODPCaps.UDODPCaps
+	}
+	if has(unsafe.Offsetof(r.TimestampMask) + 8) {
+		a.CompletionTimestampMask = r.TimestampMask
+	}
+	if has(unsafe.Offsetof(r.HCACoreClock) + 8) {
+		a.HCACoreClock = r.HCACoreClock
+	}
+	if has(unsafe.Offsetof(r.DeviceCapFlagsEx) + 8) {
+		a.DeviceCapFlagsEx = r.DeviceCapFlagsEx
+	}
+	if has(unsafe.Offsetof(r.RSSCaps) + unsafe.Sizeof(r.RSSCaps)) {
+		a.RSSSupportedQPTs = r.RSSCaps.SupportedQPTs
+		a.MaxRWQIndirectionTables = r.RSSCaps.MaxRWQIndirectionTables
+		a.MaxRWQIndirectionTableSize = r.RSSCaps.MaxRWQIndirectionTableSize
+	}
+	if has(unsafe.Offsetof(r.MaxWQTypeRQ) + 4) {
+		a.MaxWQTypeRQ = r.MaxWQTypeRQ
+	}
+	if has(unsafe.Offsetof(r.RawPacketCaps) + 4) {
+		a.RawPacketCaps = r.RawPacketCaps
+	}
+	if has(unsafe.Offsetof(r.TMCaps) + unsafe.Sizeof(r.TMCaps)) {
+		t := r.TMCaps
+		a.TMMaxRndvHdrSize, a.TMMaxNumTags, a.TMFlags, a.TMMaxOps, a.TMMaxSGE = t.MaxRndvHdrSize, t.MaxNumTags, t.Flags, t.MaxOps, t.MaxSGE
+	}
+	if has(unsafe.Offsetof(r.CQModerationCaps) + unsafe.Sizeof(r.CQModerationCaps)) {
+		a.MaxCQModerationCount = r.CQModerationCaps.MaxCQModerationCount
+		a.MaxCQModerationPeriod = r.CQModerationCaps.MaxCQModerationPeriod
+	}
+	if has(unsafe.Offsetof(r.MaxDMSize) + 8) {
+		a.MaxDMSize = r.MaxDMSize
+	}
+	if has(unsafe.Offsetof(r.XRCODPCaps) + 4) {
+		a.XRCODPCaps = r.XRCODPCaps
+	}
+	return a, nil
+}
+
+// PortAttr is what QUERY_PORT reports (struct ibv_port_attr).
+type PortAttr struct {
+	State         PortState
+	MaxMTU        MTU
+	ActiveMTU     MTU
+	GIDTblLen     int
+	PortCapFlags  uint32
+	MaxMsgSz      uint32
+	BadPkeyCntr   uint32
+	QkeyViolCntr  uint32
+	PkeyTblLen    uint16
+	LID           uint16
+	SMLID         uint16
+	LMC           uint8
+	MaxVLNum      uint8
+	SMSL          uint8
+	SubnetTimeout uint8
+	InitTypeReply uint8
+	ActiveWidth   uint8
+	ActiveSpeed   uint8
+	ActiveSpeedEx uint32 // kernels >= ~6.6 (XDR); 0 otherwise
+	PhysState     uint8
+	LinkLayer     LinkLayer
+	Flags         uint8
+	PortCapFlags2 uint16
+}
+
+// QueryPort reports the attributes of port (1-based).
+func (c *Context) QueryPort(port uint8) (*PortAttr, error) {
+	op := "query port " + strconv.Itoa(int(port))
+	if err := c.lock(); err != nil {
+		return nil, opErr(c.dev.Name, op, err)
+	}
+	defer c.mu.Unlock()
+	var r abi.QueryPortRespEx
+	ran, err := c.tryIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_PORT, func() error {
+		cmd := sys.NewIoctl(c.arena, abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_PORT, c.dev.DriverID)
+		cmd.Const(abi.UVERBS_ATTR_QUERY_PORT_PORT_NUM, uint64(port))
+		out := cmd.PtrOut(abi.UVERBS_ATTR_QUERY_PORT_RESP, int(unsafe.Sizeof(abi.QueryPortRespEx{})))
+		if err := cmd.Exec(c.fd); err != nil {
+			return err
+		}
+		r = *(*abi.QueryPortRespEx)(unsafe.Pointer(&out[0]))
+		return nil
+	})
+	if err != nil {
+		return nil, opErr(c.dev.Name, op, err)
+	}
+	if !ran {
+		in := c.arena.Alloc(int(unsafe.Sizeof(abi.QueryPort{})))
+		(*abi.QueryPort)(unsafe.Pointer(&in[0])).PortNum = port
+		out := c.arena.Alloc(int(unsafe.Sizeof(abi.QueryPortResp{})))
+		if err := c.execWrite(&sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_QUERY_PORT, CoreIn: in, CoreOut: out}); err != nil {
+			return nil, opErr(c.dev.Name, op, err)
+		}
+		r.LegacyResp = *(*abi.QueryPortResp)(unsafe.Pointer(&out[0]))
+	}
+	l := r.LegacyResp
+	return &PortAttr{
+		State: PortState(l.State), MaxMTU: MTU(l.MaxMTU), ActiveMTU: MTU(l.ActiveMTU), GIDTblLen: int(l.GIDTblLen),
+		PortCapFlags: l.PortCapFlags, MaxMsgSz: l.MaxMsgSz, BadPkeyCntr: l.BadPkeyCntr, QkeyViolCntr: l.QkeyViolCntr,
+		PkeyTblLen: l.PkeyTblLen, LID: l.LID, SMLID: l.SMLID, LMC: l.LMC, MaxVLNum: l.MaxVLNum, SMSL: l.SMSL,
+		SubnetTimeout: l.SubnetTimeout, InitTypeReply: l.InitTypeReply, ActiveWidth: l.ActiveWidth,
+		ActiveSpeed: l.ActiveSpeed, ActiveSpeedEx: r.ActiveSpeedEx, PhysState: l.PhysState,
+		LinkLayer: LinkLayer(l.LinkLayer), Flags: l.Flags, PortCapFlags2: r.PortCapFlags2,
+	}, nil
+}
+
+// GIDEntry is one valid entry of a port's GID table.
+type GIDEntry struct {
+	GID           GID
+	Index         uint32
+	Port          uint32
+	Type          GIDType
+	NetdevIfindex uint32
+	Netdev        string // name of NetdevIfindex in this network namespace, if any
+}
+
+// QueryGIDTable returns every valid GID of every port. It uses the
+// QUERY_GID_TABLE ioctl (kernel >= 5.10) and reads sysfs on older kernels.
+func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
+	total := 0
+	for _, p := range c.dev.Ports {
+		pa, err := c.QueryPort(uint8(p.Port))
+		if err != nil {
+			return nil, err
+		}
+		total += pa.GIDTblLen
+	}
+	if total == 0 {
+		total = 1
+	}
+	if err := c.lock(); err != nil {
+		return nil, opErr(c.dev.Name, "query gid table", err)
+	}
+	defer c.mu.Unlock()
+	esz := int(unsafe.Sizeof(abi.GIDEntry{}))
+	if total*esz > arenaSize/2 {
+		total = arenaSize / 2 / esz
+	}
+	cmd := sys.NewIoctl(c.arena, abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_TABLE, c.dev.DriverID)
+	cmd.Const(abi.UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE, uint64(esz))
+	cmd.U32(abi.UVERBS_ATTR_QUERY_GID_TABLE_FLAGS, 0)
+	ents := cmd.PtrOut(abi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES, total*esz)
+	num := cmd.PtrOut(abi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES, 8)
+	err := cmd.Exec(c.fd)
+	if isFallback(err) {
+		return c.gidTableSysfs()
+	}
+	if err != nil {
+		return nil, opErr(c.dev.Name, "query gid table", err)
+	}
+	n := int(le64(num))
+	if n > total {
+		return nil, opErr(c.dev.Name, "query gid table", fmt.Errorf("kernel reported %d entries for a %d-entry buffer", n, total))
+	}
+	out := make([]GIDEntry, 0, n)
+	for i := 0; i < n; i++ {
+		e := (*abi.GIDEntry)(unsafe.Pointer(&ents[i*esz]))
+		g := GIDEntry{GID: GID(e.GID), Index: e.GIDIndex, Port: e.PortNum, Type: GIDType(e.GIDType), NetdevIfindex: e.NetdevIfindex}
+		if e.NetdevIfindex != 0 {
+			if ifi, err := net.InterfaceByIndex(int(e.NetdevIfindex)); err == nil {
+				g.Netdev = ifi.Name
+			}
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// gidTableSysfs reads the GID table from sysfs (kernels before 5.10).
+func (c *Context) gidTableSysfs() ([]GIDEntry, error) {
+	var out []GIDEntry
+	for _, p := range c.dev.Ports {
+		dir := filepath.Join(c.dev.SysfsPath, "ports", strconv.Itoa(int(p.Port)))
+		ents, err := os.ReadDir(filepath.Join(dir, "gids"))
+		if err != nil {
+			return nil, opErr(c.dev.Name, "query gid table", err)
+		}
+		for _, e := range ents {
+			i, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			g, err := ParseGID(readTrim(filepath.Join(dir, "gids", e.Name())))
+			if err != nil || g.IsZero() {
+				continue
+			}
+			ge := GIDEntry{GID: g, Index: uint32(i), Port: p.Port}
+			switch readTrim(filepath.Join(dir, "gid_attrs/types", e.Name())) {
+			case "RoCE v2":
+				ge.Type = GIDTypeRoCEv2
+			case "IB/RoCE v1":
+				if p.LinkLayer == "Ethernet" {
+					ge.Type = GIDTypeRoCEv1
+				}
+			}
+			ge.Netdev = readTrim(filepath.Join(dir, "gid_attrs/ndevs", e.Name()))
+			if ifi, err := net.InterfaceByName(ge.Netdev); err == nil {
+				ge.NetdevIfindex = uint32(ifi.Index)
+			}
+			out = append(out, ge)
+		}
+	}
+	return out, nil
+}
