@@ -62,3 +62,13 @@ func (c *Context) FormatFWVer(raw uint64) string {
 }
 
 func (c *Context) Close() error { return nil }
+
+// errNoDatapath: the mlx5 datapath (WQE/CQE rings in user memory, UAR and
+// BlueFlame doorbells) needs ConnectX hardware to develop and test against,
+// and is not implemented yet. Contexts open and query fine.
+var errNoDatapath = fmt.Errorf("%w: the mlx5 datapath (CQ, QP, SRQ, AH) is not implemented yet", uverbs.ErrNotSupported)
+
+func (c *Context) NewCQ(*uverbs.CQInitAttr) (uverbs.CQDriver, error)    { return nil, errNoDatapath }
+func (c *Context) NewQP(*uverbs.QPInitAttr) (uverbs.QPDriver, error)    { return nil, errNoDatapath }
+func (c *Context) NewSRQ(*uverbs.SRQInitAttr) (uverbs.SRQDriver, error) { return nil, errNoDatapath }
+func (c *Context) NewAH(*uverbs.AHAttr) (uverbs.AHDriver, error)        { return nil, errNoDatapath }

@@ -3,7 +3,9 @@ package uverbs
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -32,6 +34,10 @@ type Context struct {
 	useIoctlWrite  bool               // INVOKE_WRITE works: send write commands through it
 	noIoctl        map[[2]uint16]bool // ioctl methods the kernel refused: use write from now on
 	closed         bool
+	live           map[uint64]any // open objects by id (= user_handle)
+	nextID         uint64
+	asyncPoll      *os.File // the async fd on the runtime poller (GetAsyncEvent)
+	asyncRC        syscall.RawConn
 }
 
 // Open opens the device with the given name.
@@ -66,7 +72,7 @@ func (d *Device) Open() (*Context, error) {
 		fd.Close()
 		return nil, &Error{Op: "open", Device: d.Name, Err: err}
 	}
-	c := &Context{dev: d, fd: fd, arena: arena, noIoctl: map[[2]uint16]bool{}}
+	c := &Context{dev: d, fd: fd, arena: arena, noIoctl: map[[2]uint16]bool{}, live: map[uint64]any{}}
 	pc, err := p.NewContext(d)
 	if err != nil {
 		c.closeLocked()
@@ -94,6 +100,9 @@ func (c *Context) UsesIoctlWrite() bool { return c.useIoctlWrite }
 
 // AsyncFD returns the async event file descriptor (for tests and pollers).
 func (c *Context) AsyncFD() int { return c.asyncFD.Int() }
+
+// CmdFD is the uverbs command file (for providers: mmap of queues, doorbells).
+func (c *Context) CmdFD() *sys.FD { return c.fd }
 
 // Provider returns the provider's per-context state.
 func (c *Context) Provider() ProviderContext { return c.prov }
@@ -214,7 +223,9 @@ func (c *Context) lock() error {
 	return nil
 }
 
-// Close releases the context. Objects created on it must be closed first;
+// Close releases the context. Objects still open on it are destroyed by the
+// kernel when the uverbs file closes; they are marked closed here and their
+// provider mappings released, so later calls on them return ErrClosed.
 // Close is idempotent.
 func (c *Context) Close() error {
 	c.mu.Lock()
@@ -227,9 +238,21 @@ func (c *Context) closeLocked() error {
 		return nil
 	}
 	c.closed = true
+	for _, v := range c.live {
+		if r, ok := v.(releaser); ok {
+			r.release()
+		}
+		if o, ok := v.(interface{ base() *object }); ok {
+			o.base().closed.Store(true)
+		}
+	}
+	clear(c.live)
 	var errs []error
 	if c.prov != nil {
 		errs = append(errs, c.prov.Close())
+	}
+	if c.asyncPoll != nil {
+		c.asyncPoll.Close()
 	}
 	errs = append(errs, c.asyncFD.Close(), c.fd.Close(), c.arena.Close())
 	if err := errors.Join(errs...); err != nil {

@@ -32,6 +32,65 @@ type ProviderContext interface {
 	FormatFWVer(raw uint64) string
 	// Close releases provider resources (mappings) of the context.
 	Close() error
+
+	// NewCQ, NewQP, NewSRQ and NewAH return the provider's half of a new
+	// object before the kernel creates it: its driver request, and the code
+	// that maps its queues from the driver response and runs its datapath.
+	NewCQ(attr *CQInitAttr) (CQDriver, error)
+	NewQP(attr *QPInitAttr) (QPDriver, error)
+	NewSRQ(attr *SRQInitAttr) (SRQDriver, error)
+	NewAH(attr *AHAttr) (AHDriver, error)
+}
+
+// DriverData is the provider-specific part of a create command: the request
+// bytes (UHW_IN) and the size of the response to expect (UHW_OUT).
+type DriverData struct {
+	In     []byte
+	OutLen int
+}
+
+// CQDriver is a provider's completion queue.
+type CQDriver interface {
+	DriverData() DriverData
+	// Created receives the driver response; the provider maps its ring.
+	Created(cq *CQ, out []byte) error
+	// Poll fills wc with up to len(wc) completions and returns how many.
+	Poll(wc []WC) (int, error)
+	// ResizeData and Resized bracket RESIZE_CQ.
+	ResizeData(cqe int) DriverData
+	Resized(cq *CQ, out []byte) error
+	// Destroy releases the provider's resources after the kernel object is
+	// gone (destroyed, or its context closed).
+	Destroy() error
+}
+
+// QPDriver is a provider's queue pair.
+type QPDriver interface {
+	DriverData() DriverData
+	Created(qp *QP, out []byte) error
+	// PostSend and PostRecv post wr in order and return how many were
+	// posted; on error, wr[n] is the one that failed.
+	PostSend(wr []SendWR) (int, error)
+	PostRecv(wr []RecvWR) (int, error)
+	Destroy() error
+}
+
+// SRQDriver is a provider's shared receive queue.
+type SRQDriver interface {
+	DriverData() DriverData
+	Created(srq *SRQ, out []byte) error
+	// ModifyData is the driver request for MODIFY_SRQ (rxe needs one to
+	// resize); Modified runs after the kernel accepted it.
+	ModifyData(attr *SRQAttr, mask SRQAttrMask, scratch func(n int) []byte) DriverData
+	Modified(srq *SRQ, attr *SRQAttr, mask SRQAttrMask) error
+	PostRecv(wr []RecvWR) (int, error)
+	Destroy() error
+}
+
+// AHDriver is a provider's address handle.
+type AHDriver interface {
+	DriverData() DriverData
+	Created(ah *AH, out []byte) error
 }
 
 // knownProviders names the package to import for each driver id.

@@ -274,6 +274,12 @@ const (
 	IB_UVERBS_QPT_DRIVER     = 0xFF
 )
 
+// enum ib_uverbs_qp_create_flags
+const (
+	IB_UVERBS_QP_CREATE_BLOCK_MULTICAST_LOOPBACK = 1 << 1
+	IB_UVERBS_QP_CREATE_SQ_SIG_ALL               = 1 << 12
+)
+
 // enum ib_uverbs_access_flags
 const (
 	IB_UVERBS_ACCESS_LOCAL_WRITE      = 1 << 0

@@ -121,3 +121,15 @@ func Addr(b []byte) uint64 {
 
 // Pagesize is the system page size.
 var Pagesize = unix.Getpagesize()
+
+// BytesAt returns the n bytes at address addr. It exists for datapaths that
+// must read memory named by an address in a work request (inline sends):
+// addr must point into a live mapping the caller registered (an MR), which the
+// Go runtime does not manage.
+func BytesAt(addr uint64, n int) []byte {
+	if n == 0 {
+		return nil
+	}
+	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
+	return unsafe.Slice((*byte)(p), n)
+}

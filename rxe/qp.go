@@ -1,0 +1,288 @@
+package rxe
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ibgo/ibgo/internal/abi"
+	"github.com/ibgo/ibgo/internal/sys"
+	"github.com/ibgo/ibgo/uverbs"
+)
+
+const (
+	sendWQESize = int(unsafe.Sizeof(abi.RxeSendWQE{}))
+	recvWQESize = int(unsafe.Sizeof(abi.RxeRecvWQE{}))
+	sgeSize     = int(unsafe.Sizeof(abi.RxeSGE{}))
+	// rdma-core passes sizeof(struct ibv_send_wr) as the doorbell's wqe_size;
+	// recent kernels reject anything below sizeof(struct ib_uverbs_send_wr).
+	doorbellWQESize = 128
+)
+
+// ErrQueueFull is returned (wrapped) when a post finds no free slot: the
+// work request is not written, nothing is overwritten.
+var ErrQueueFull = errors.New("work queue full")
+
+// wq is a send or receive work queue.
+type wq struct {
+	mu        sync.Mutex
+	ring      *ring
+	maxSGE    int
+	maxInline int
+}
+
+// qp mirrors rdma-core providers/rxe/rxe.c: rxe_create_qp, rxe_post_send,
+// rxe_post_recv.
+type qp struct {
+	qp     *uverbs.QP
+	typ    uverbs.QPType
+	sq, rq wq
+	ssn    uint32
+	hasRQ  bool
+
+	// doorbell is the POST_SEND command with zero work requests that tells
+	// the kernel to process the send queue (rxe.c: post_send_db); it lives in
+	// mmap'd memory because the kernel writes the response through it.
+	doorbell []byte
+	dbFD     *sys.FD
+}
+
+func (c *context) NewQP(attr *uverbs.QPInitAttr) (uverbs.QPDriver, error) {
+	return &qp{typ: attr.Type, hasRQ: attr.SRQ == nil}, nil
+}
+
+// The kernel wants no driver request (inlen must be 0) and room for
+// struct rxe_create_qp_resp.
+func (q *qp) DriverData() uverbs.DriverData {
+	return uverbs.DriverData{OutLen: int(unsafe.Sizeof(abi.RxeCreateQPResp{}))}
+}
+
+func (q *qp) Created(p *uverbs.QP, out []byte) error {
+	if len(out) < int(unsafe.Sizeof(abi.RxeCreateQPResp{})) {
+		return errors.New("rxe: short create-qp response")
+	}
+	resp := (*abi.RxeCreateQPResp)(unsafe.Pointer(&out[0]))
+	cp := p.Cap()
+	var err error
+	if q.sq.ring, err = mapRing(p.Context(), resp.SQMI, sendWQESize); err != nil {
+		return err
+	}
+	q.sq.maxSGE, q.sq.maxInline = int(cp.MaxSendSGE), int(cp.MaxInlineData)
+	if q.hasRQ {
+		if q.rq.ring, err = mapRing(p.Context(), resp.RQMI, recvWQESize); err != nil {
+			q.sq.ring.unmap()
+			return err
+		}
+		q.rq.maxSGE = int(cp.MaxRecvSGE)
+	}
+	mem, err := sys.MmapAnon(sys.Pagesize, 0)
+	if err != nil {
+		q.sq.ring.unmap()
+		q.rq.ring.unmap()
+		return err
+	}
+	q.doorbell = mem[:int(unsafe.Sizeof(abi.CmdHdr{}))+int(unsafe.Sizeof(abi.PostSend{}))]
+	h := (*abi.CmdHdr)(unsafe.Pointer(&q.doorbell[0]))
+	h.Command = abi.IB_USER_VERBS_CMD_POST_SEND
+	h.InWords = uint16(len(q.doorbell) / 4)
+	h.OutWords = uint16(unsafe.Sizeof(abi.PostSendResp{}) / 4)
+	ps := (*abi.PostSend)(unsafe.Pointer(&q.doorbell[unsafe.Sizeof(abi.CmdHdr{})]))
+	ps.Response = sys.Addr(mem[512:])
+	ps.QPHandle = p.Handle()
+	ps.WQESize = doorbellWQESize
+	q.dbFD = p.Context().CmdFD()
+	q.qp = p
+	return nil
+}
+
+// PostSend writes each work request into the send queue in the kernel's
+// layout and rings the doorbell once. It allocates nothing.
+func (q *qp) PostSend(wrs []uverbs.SendWR) (int, error) {
+	q.sq.mu.Lock()
+	r := q.sq.ring
+	if r == nil {
+		q.sq.mu.Unlock()
+		return 0, uverbs.ErrClosed
+	}
+	n := 0
+	var err error
+	for n < len(wrs) {
+		if err = q.postOneSend(r, &wrs[n]); err != nil {
+			break
+		}
+		n++
+	}
+	q.sq.mu.Unlock()
+	if n > 0 {
+		if dberr := sys.Write(q.dbFD, q.doorbell); dberr != nil && err == nil {
+			e := &uverbs.Error{Op: "post send doorbell", Device: q.qp.Context().Device().Name, Err: dberr}
+			if sys.ErrnoOf(dberr) == unix.EINVAL {
+				e.Hint = "the QP must be in RTS"
+			}
+			err = e
+		}
+	}
+	return n, err
+}
+
+func sendErr(what string, args ...any) error {
+	return &uverbs.Error{Op: "post send", Err: fmt.Errorf("%w: "+what, append([]any{sys.NewErrno(unix.EINVAL)}, args...)...)}
+}
+
+// postOneSend mirrors rxe.c: validate_send_wr, convert_send_wr, init_send_wqe.
+func (q *qp) postOneSend(r *ring, wr *uverbs.SendWR) error {
+	length := 0
+	for i := range wr.SGL {
+		length += int(wr.SGL[i].Length)
+	}
+	if len(wr.SGL) > q.sq.maxSGE {
+		return sendErr("%d SGEs, the QP takes %d", len(wr.SGL), q.sq.maxSGE)
+	}
+	inline := wr.Flags&uverbs.SendInline != 0
+	if inline {
+		if length > q.sq.maxInline {
+			return sendErr("%d bytes inline, the QP takes %d", length, q.sq.maxInline)
+		}
+		if sendWQESize+length > r.elemSize {
+			return sendErr("%d bytes inline do not fit a %d-byte WQE", length, r.elemSize)
+		}
+	} else if sendWQESize+len(wr.SGL)*sgeSize > r.elemSize {
+		return sendErr("%d SGEs do not fit a %d-byte WQE", len(wr.SGL), r.elemSize)
+	}
+	switch wr.Opcode {
+	case uverbs.WRSend, uverbs.WRSendWithImm:
+	case uverbs.WRRDMAWrite, uverbs.WRRDMAWriteWithImm:
+		if q.typ == uverbs.QPTypeUD {
+			return sendErr("%s on a UD QP", wr.Opcode)
+		}
+	case uverbs.WRRDMARead, uverbs.WRAtomicCmpAndSwp, uverbs.WRAtomicFetchAndAdd:
+		if q.typ != uverbs.QPTypeRC {
+			return sendErr("%s needs an RC QP", wr.Opcode)
+		}
+		if wr.Opcode != uverbs.WRRDMARead && (length < 8 || wr.RemoteAddr&7 != 0) {
+			return sendErr("atomics need an 8-byte local buffer and an 8-byte aligned remote address")
+		}
+	default:
+		return sendErr("opcode %s is not supported", wr.Opcode)
+	}
+	var ahNum uint32
+	if q.typ == uverbs.QPTypeUD {
+		if wr.AH == nil {
+			return sendErr("a UD send needs an AH")
+		}
+		a, ok := wr.AH.Driver().(*ah)
+		if !ok || a.num == 0 {
+			return sendErr("the AH has no rxe AH number (kernels before 5.11 are not supported)")
+		}
+		ahNum = a.num
+	}
+	if r.full() {
+		return &uverbs.Error{Op: "post send", Err: fmt.Errorf("%w: %w (%d outstanding)", sys.NewErrno(unix.ENOMEM), ErrQueueFull, r.slots())}
+	}
+	w := (*abi.RxeSendWQE)(r.producerSlot())
+	*w = abi.RxeSendWQE{}
+	w.WR.WRID = wr.WRID
+	w.WR.Opcode = uint32(wr.Opcode)
+	w.WR.SendFlags = uint32(wr.Flags)
+	if wr.Opcode == uverbs.WRSendWithImm || wr.Opcode == uverbs.WRRDMAWriteWithImm {
+		w.WR.Ex = bits.ReverseBytes32(wr.Imm) // imm_data travels big-endian
+	}
+	switch wr.Opcode {
+	case uverbs.WRRDMAWrite, uverbs.WRRDMAWriteWithImm, uverbs.WRRDMARead:
+		v := (*abi.RxeSendWRRDMA)(unsafe.Pointer(&w.WR))
+		v.RemoteAddr, v.RKey = wr.RemoteAddr, wr.RKey
+		w.IOVA = wr.RemoteAddr
+	case uverbs.WRAtomicCmpAndSwp, uverbs.WRAtomicFetchAndAdd:
+		v := (*abi.RxeSendWRAtomic)(unsafe.Pointer(&w.WR))
+		v.RemoteAddr, v.CompareAdd, v.Swap, v.RKey = wr.RemoteAddr, wr.CompareAdd, wr.Swap, wr.RKey
+		w.IOVA = wr.RemoteAddr
+	default:
+		if q.typ == uverbs.QPTypeUD {
+			v := (*abi.RxeSendWRUD)(unsafe.Pointer(&w.WR))
+			v.RemoteQPN, v.RemoteQKey, v.AHNum = wr.RemoteQPN, wr.RemoteQKey, ahNum
+		}
+	}
+	payload := unsafe.Add(unsafe.Pointer(w), sendWQESize)
+	if inline {
+		dst := unsafe.Slice((*byte)(payload), length)
+		off := 0
+		for i := range wr.SGL {
+			off += copy(dst[off:], sys.BytesAt(wr.SGL[i].Addr, int(wr.SGL[i].Length)))
+		}
+	} else {
+		sges := unsafe.Slice((*abi.RxeSGE)(payload), len(wr.SGL))
+		for i := range wr.SGL {
+			sges[i] = abi.RxeSGE{Addr: wr.SGL[i].Addr, Length: wr.SGL[i].Length, LKey: wr.SGL[i].LKey}
+		}
+	}
+	w.DMA.Length = uint32(length)
+	w.DMA.Resid = uint32(length)
+	w.DMA.NumSGE = uint32(len(wr.SGL))
+	w.SSN = q.ssn
+	q.ssn++
+	r.advanceProducer()
+	return nil
+}
+
+// PostRecv writes receive WQEs; the kernel consumes them as packets arrive,
+// so no system call is made.
+func (q *qp) PostRecv(wrs []uverbs.RecvWR) (int, error) {
+	if !q.hasRQ {
+		return 0, &uverbs.Error{Op: "post recv", Err: fmt.Errorf("%w: the QP receives from an SRQ; post there", sys.NewErrno(unix.EINVAL))}
+	}
+	if q.qp != nil && q.qp.State() == uverbs.QPStateReset {
+		// rdma-core refuses too (IBTA C10-97.2.1).
+		return 0, &uverbs.Error{Op: "post recv", Err: fmt.Errorf("%w: the QP is in RESET", sys.NewErrno(unix.EINVAL))}
+	}
+	return postRecv(&q.rq, wrs)
+}
+
+// postRecv mirrors rxe.c: rxe_post_one_recv for QPs and SRQs.
+func postRecv(q *wq, wrs []uverbs.RecvWR) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	r := q.ring
+	if r == nil {
+		return 0, uverbs.ErrClosed
+	}
+	for n := range wrs {
+		wr := &wrs[n]
+		if r.full() {
+			return n, &uverbs.Error{Op: "post recv", Err: fmt.Errorf("%w: %w (%d outstanding)", sys.NewErrno(unix.ENOMEM), ErrQueueFull, r.slots())}
+		}
+		if len(wr.SGL) > q.maxSGE || recvWQESize+len(wr.SGL)*sgeSize > r.elemSize {
+			return n, &uverbs.Error{Op: "post recv", Err: fmt.Errorf("%w: %d SGEs, the queue takes %d", sys.NewErrno(unix.EINVAL), len(wr.SGL), q.maxSGE)}
+		}
+		w := (*abi.RxeRecvWQE)(r.producerSlot())
+		*w = abi.RxeRecvWQE{WRID: wr.WRID}
+		sges := unsafe.Slice((*abi.RxeSGE)(unsafe.Add(unsafe.Pointer(w), recvWQESize)), len(wr.SGL))
+		length := uint32(0)
+		for i := range wr.SGL {
+			sges[i] = abi.RxeSGE{Addr: wr.SGL[i].Addr, Length: wr.SGL[i].Length, LKey: wr.SGL[i].LKey}
+			length += wr.SGL[i].Length
+		}
+		w.DMA.Length, w.DMA.Resid, w.DMA.NumSGE = length, length, uint32(len(wr.SGL))
+		r.advanceProducer()
+	}
+	return len(wrs), nil
+}
+
+func (q *qp) Destroy() error {
+	q.sq.mu.Lock()
+	q.sq.ring.unmap()
+	q.sq.ring = nil
+	if q.doorbell != nil {
+		sys.Munmap(q.doorbell[:sys.Pagesize])
+		q.doorbell = nil
+	}
+	q.sq.mu.Unlock()
+	q.rq.mu.Lock()
+	q.rq.ring.unmap()
+	q.rq.ring = nil
+	q.rq.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,119 @@
+package uverbs
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"syscall"
+	"unsafe"
+
+	"github.com/ibgo/ibgo/internal/abi"
+)
+
+// EventType is an asynchronous event's type (enum ibv_event_type).
+type EventType uint32
+
+const (
+	EventCQErr            EventType = 0
+	EventQPFatal          EventType = 1
+	EventQPReqErr         EventType = 2
+	EventQPAccessErr      EventType = 3
+	EventCommEst          EventType = 4
+	EventSQDrained        EventType = 5
+	EventPathMig          EventType = 6
+	EventPathMigErr       EventType = 7
+	EventDeviceFatal      EventType = 8
+	EventPortActive       EventType = 9
+	EventPortErr          EventType = 10
+	EventLIDChange        EventType = 11
+	EventPkeyChange       EventType = 12
+	EventSMChange         EventType = 13
+	EventSRQErr           EventType = 14
+	EventSRQLimitReached  EventType = 15
+	EventQPLastWQEReached EventType = 16
+	EventClientReregister EventType = 17
+	EventGIDChange        EventType = 18
+	EventWQFatal          EventType = 19
+)
+
+var eventNames = [...]string{
+	"CQ error", "local work queue catastrophic error", "invalid request local work queue error",
+	"local access violation work queue error", "communication established", "send queue drained",
+	"path migrated", "path migration request error", "local catastrophic error", "port active", "port error",
+	"LID change", "P_Key change", "SM change", "SRQ catastrophic error", "SRQ limit reached",
+	"last WQE reached", "client reregistration", "GID table change", "WQ fatal",
+}
+
+// String is ibv_event_type_str's text.
+func (t EventType) String() string {
+	if int(t) < len(eventNames) {
+		return eventNames[t]
+	}
+	return "EventType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// AsyncEvent is an event the device reports outside the datapath. Exactly one
+// of QP, CQ, SRQ or Port names what it is about (none for device events).
+type AsyncEvent struct {
+	Type    EventType
+	QP      *QP
+	CQ      *CQ
+	SRQ     *SRQ
+	Port    int
+	Element uint64 // the raw element: a user handle, or the port number
+}
+
+// GetAsyncEvent waits for the next asynchronous event, on the runtime poller;
+// cancelling ctx (or its deadline) ends the wait with ctx's error.
+func (c *Context) GetAsyncEvent(ctx context.Context) (AsyncEvent, error) {
+	f, rc, err := c.asyncFile()
+	if err != nil {
+		return AsyncEvent{}, opErr(c.dev.Name, "get async event", err)
+	}
+	var buf [16]byte
+	if err := readEvent(ctx, f, rc, buf[:]); err != nil {
+		return AsyncEvent{}, opErr(c.dev.Name, "get async event", err)
+	}
+	d := (*abi.AsyncEventDesc)(unsafe.Pointer(&buf[0]))
+	ev := AsyncEvent{Type: EventType(d.EventType), Element: d.Element}
+	c.mu.Lock()
+	obj := c.lookup(d.Element)
+	c.mu.Unlock()
+	switch ev.Type {
+	case EventCQErr:
+		ev.CQ, _ = obj.(*CQ)
+	case EventQPFatal, EventQPReqErr, EventQPAccessErr, EventCommEst, EventSQDrained, EventPathMig,
+		EventPathMigErr, EventQPLastWQEReached:
+		ev.QP, _ = obj.(*QP)
+	case EventSRQErr, EventSRQLimitReached:
+		ev.SRQ, _ = obj.(*SRQ)
+	case EventPortActive, EventPortErr, EventLIDChange, EventPkeyChange, EventSMChange,
+		EventClientReregister, EventGIDChange:
+		ev.Port = int(d.Element)
+	}
+	return ev, nil
+}
+
+// asyncFile hands (a duplicate of) the async event fd to the runtime poller
+// the first time events are read.
+func (c *Context) asyncFile() (*os.File, syscall.RawConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, nil, ErrClosed
+	}
+	if c.asyncPoll != nil {
+		return c.asyncPoll, c.asyncRC, nil
+	}
+	dup, err := c.asyncFD.Dup()
+	if err != nil {
+		return nil, nil, err
+	}
+	fd := dup.Int()
+	f, rc, err := pollable(fd, "async-events")
+	if err != nil {
+		return nil, nil, err
+	}
+	c.asyncPoll, c.asyncRC = f, rc
+	return f, rc, nil
+}
