@@ -177,6 +177,9 @@ func (c *Context) CreateCQ(attr CQInitAttr) (*CQ, error) {
 	if attr.CQE <= 0 {
 		return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: cqe %d", sys.NewErrno(unix.EINVAL), attr.CQE)}
 	}
+	if attr.Channel != nil && attr.Channel.ctx != c {
+		return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: the completion channel belongs to another context", sys.NewErrno(unix.EINVAL))}
+	}
 	drv, err := c.prov.NewCQ(&attr)
 	if err != nil {
 		return nil, opErr(c.dev.Name, op, err)

@@ -24,3 +24,7 @@ func OpenLegacy(d *Device) (*Context, error) {
 	defer func() { forceLegacyGetContext = false }()
 	return d.Open()
 }
+
+// SetHandle replaces an object's kernel handle, to make the kernel see an
+// invalid one.
+func SetHandle(o interface{ base() *object }, h uint32) { o.base().handle = h }

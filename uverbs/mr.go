@@ -110,6 +110,13 @@ func (pd *PD) RegMRIOVA(buf []byte, iova uint64, access Access) (*MR, error) {
 	if len(buf) == 0 {
 		return nil, &Error{Op: "reg mr", Device: c.dev.Name, Err: fmt.Errorf("%w: empty buffer", sys.NewErrno(unix.EINVAL))}
 	}
+	if access&AccessOnDemand != 0 {
+		// rxe answers a bare EINVAL; say what is missing instead.
+		if a, err := c.QueryDevice(); err == nil && a.ODPGeneralCaps&1 == 0 {
+			return nil, &Error{Op: "reg mr", Device: c.dev.Name,
+				Err: fmt.Errorf("%w: %s has no on-demand paging (ODP)", ErrNotSupported, c.dev.Name)}
+		}
+	}
 	if err := CheckMemlock(len(buf)); err != nil {
 		e := err.(*Error)
 		e.Op, e.Device = "reg mr", c.dev.Name

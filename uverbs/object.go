@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"sync/atomic"
 
@@ -53,6 +54,19 @@ func (c *Context) unregister(o *object) {
 
 // lookup finds a live object by its user handle. Callers hold c.mu.
 func (c *Context) lookup(id uint64) any { return c.live[id] }
+
+// Every object is an io.Closer.
+var (
+	_ io.Closer = (*Context)(nil)
+	_ io.Closer = (*PD)(nil)
+	_ io.Closer = (*MR)(nil)
+	_ io.Closer = (*CompChannel)(nil)
+	_ io.Closer = (*CQ)(nil)
+	_ io.Closer = (*QP)(nil)
+	_ io.Closer = (*SRQ)(nil)
+	_ io.Closer = (*AH)(nil)
+	_ io.Closer = (*Memory)(nil)
+)
 
 // busyErr explains EBUSY from a destroy: the object still has children.
 func busyErr(dev, op, children string, err error) error {

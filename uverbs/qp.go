@@ -217,14 +217,16 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
 		return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: a QP needs a send CQ and a receive CQ", sys.NewErrno(unix.EINVAL))}
 	}
-	for _, o := range []*object{&attr.SendCQ.object, &attr.RecvCQ.object} {
+	objs := []*object{&attr.SendCQ.object, &attr.RecvCQ.object}
+	if attr.SRQ != nil {
+		objs = append(objs, &attr.SRQ.object)
+	}
+	for _, o := range objs {
 		if err := o.check(); err != nil {
 			return nil, opErr(c.dev.Name, op, err)
 		}
-	}
-	if attr.SRQ != nil {
-		if err := attr.SRQ.check(); err != nil {
-			return nil, opErr(c.dev.Name, op, err)
+		if o.ctx != c {
+			return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: %s belongs to another context", sys.NewErrno(unix.EINVAL), o)}
 		}
 	}
 	drv, err := c.prov.NewQP(&attr)
