@@ -14,7 +14,7 @@ import (
 // bed is one context on the VM's device with a PD, a GID index for the
 // guest's IP and a registered buffer, closed at the end of the test.
 type bed struct {
-	t    *testing.T
+	t    testing.TB
 	vm   testutil.VMInfo
 	ctx  *uverbs.Context
 	pd   *uverbs.PD
@@ -23,7 +23,7 @@ type bed struct {
 	mtu  uverbs.MTU
 }
 
-func newBed(t *testing.T) *bed {
+func newBed(t testing.TB) *bed {
 	t.Helper()
 	vm := testutil.VM(t)
 	c, err := uverbs.Open(vm.Dev)
@@ -96,7 +96,7 @@ func (b *bed) pair(typ uverbs.QPType, cp uverbs.QPCap) *pair {
 }
 
 // wait polls cq until n completions arrived or the test's patience runs out.
-func wait(t *testing.T, cq *uverbs.CQ, n int) []uverbs.WC {
+func wait(t testing.TB, cq *uverbs.CQ, n int) []uverbs.WC {
 	t.Helper()
 	out := make([]uverbs.WC, 0, n)
 	buf := make([]uverbs.WC, 16)

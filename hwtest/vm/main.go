@@ -227,6 +227,9 @@ func cmdTest(args []string) error {
 	var c common
 	c.register(fs)
 	run := fs.String("run", "", "only tests matching this regexp (go test -run)")
+	bench := fs.String("bench", "", "run benchmarks matching this regexp (and no tests unless -run is given)")
+	benchtime := fs.String("benchtime", "", "go test -benchtime for -bench")
+	count := fs.Int("count", 0, "go test -count")
 	testTimeout := fs.Duration("test.timeout", 15*time.Minute, "per-binary test timeout")
 	fs.Parse(args)
 	work, err := os.MkdirTemp("", "ibgo-vm-build-")
@@ -252,6 +255,18 @@ func cmdTest(args []string) error {
 	targs := []string{"-test.timeout=" + testTimeout.String()}
 	if *run != "" {
 		targs = append(targs, "-test.run="+*run)
+	}
+	if *bench != "" {
+		if *run == "" {
+			targs = append(targs, "-test.run=^$")
+		}
+		targs = append(targs, "-test.bench="+*bench, "-test.benchmem")
+		if *benchtime != "" {
+			targs = append(targs, "-test.benchtime="+*benchtime)
+		}
+	}
+	if *count > 0 {
+		targs = append(targs, fmt.Sprintf("-test.count=%d", *count))
 	}
 	job := harness.TestJob(pkgs, targs)
 	for _, o := range ovs {
