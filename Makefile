@@ -24,12 +24,15 @@ test: test-unit test-vm
 test-unit:
 	$(GO) test -count=1 ./...
 
-## test-vm: the VM tier; REQUIRE_VM=1 turns any VM-tier skip into a failure
+## test-vm: the VM tier; REQUIRE_VM=1 turns any VM-tier skip into a failure.
+## One guest on each of $(KERNELS), then two guests (two-node tests) on $(KERNEL).
 test-vm:
 	@for k in $(KERNELS); do \
 		echo "== VM tier, kernel $$k, one guest"; \
 		REQUIRE_VM=1 $(VM) test -kernel $$k || exit 1; \
 	done
+	@echo "== VM tier, kernel $(KERNEL), two guests"
+	REQUIRE_VM=1 $(VM) test -kernel $(KERNEL) -topo two
 
 ## test-vm-one: the VM tier on one kernel only: make test-vm-one KERNEL=6.12 [RUN=regex] [PKG=./uverbs]
 test-vm-one:

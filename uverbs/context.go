@@ -228,6 +228,9 @@ func (c *Context) lock() error {
 // provider mappings released, so later calls on them return ErrClosed.
 // Close is idempotent.
 func (c *Context) Close() error {
+	if c == nil {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.closeLocked()

@@ -93,7 +93,9 @@ func Devices() ([]*Device, error) {
 			d.ABIVersion = u.abi
 			d.UverbsPath = filepath.Join(DevRoot, u.name)
 		}
-		if nd, ok := nldevs[d.Name]; ok {
+		// Take netlink's view only of the same device (by GUID): a name
+		// alone can match a different device seen through another sysfs.
+		if nd, ok := nldevs[d.Name]; ok && (nd.NodeGUID == d.NodeGUID.Uint64() || d.NodeGUID == GUID{}) {
 			d.Index, d.HasIndex = nd.Index, true
 			if conn != nil {
 				d.fromNetlink(conn)

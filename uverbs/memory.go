@@ -84,6 +84,9 @@ func (m *Memory) Len() int { return len(m.Bytes()) }
 // Close unmaps the region. Deregister its MRs first: the device would
 // otherwise keep pinned pages the process no longer maps.
 func (m *Memory) Close() error {
+	if m == nil {
+		return nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.b == nil {
