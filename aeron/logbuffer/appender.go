@@ -56,6 +56,10 @@ func (a *TermAppender) claim(length int32, activeTermID int32) (termID, termOffs
 	if termID != activeTermID {
 		return termID, 0, 0, &TermIDError{Expected: activeTermID, Actual: termID}
 	}
+	if off&(FrameAlignment-1) != 0 {
+		// Only a corrupted tail counter can get here: claims are aligned.
+		return termID, 0, 0, &CorruptFrameError{TermOffset: int32(off), TermLength: len(a.term)}
+	}
 	return termID, int32(min(off, int64(len(a.term)))), off + int64(length), nil
 }
 

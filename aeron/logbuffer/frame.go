@@ -42,6 +42,9 @@ type CorruptFrameError struct {
 }
 
 func (e *CorruptFrameError) Error() string {
+	if e.TermOffset < 0 || e.TermOffset%FrameAlignment != 0 {
+		return fmt.Sprintf("logbuffer: term offset %d is not a frame boundary (a non-negative multiple of %d)", e.TermOffset, FrameAlignment)
+	}
 	return fmt.Sprintf("logbuffer: corrupt frame at term offset %d: frame_length %d does not fit a %d-byte term", e.TermOffset, e.FrameLength, e.TermLength)
 }
 

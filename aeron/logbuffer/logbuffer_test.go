@@ -511,6 +511,13 @@ func TestReadCorruptFrame(t *testing.T) {
 	FrameLengthOrdered(term, 0, 8)
 	_, _, err = Read(term, 0, func([]byte, *Header) {}, 10, &h)
 	require.ErrorContains(t, err, "frame_length 8 does not fit a 1024-byte term")
+	_, _, err = Read(term, 20, func([]byte, *Header) {}, 10, &h)
+	require.ErrorContains(t, err, "term offset 20 is not a frame boundary")
+
+	l, hw := newTestLog(t)
+	l.Metadata().SetRawTailOrdered(0, PackTail(testInitial, 40))
+	_, err = NewTermAppender(l, 0).AppendUnfragmentedMessage(&hw, []byte("x"), nil, testInitial)
+	require.ErrorAs(t, err, &ce, "a corrupted, unaligned tail is refused")
 }
 
 func TestHotPathsDoNotAllocate(t *testing.T) {

@@ -16,6 +16,9 @@ type FragmentHandler func(payload []byte, header *Header)
 func Read(term []byte, termOffset int32, handler FragmentHandler, fragmentsLimit int, header *Header) (fragments int, newOffset int32, err error) {
 	offset := termOffset
 	capacity := int32(len(term) &^ (FrameAlignment - 1)) // a partial tail holds no frame
+	if offset < 0 || offset&(FrameAlignment-1) != 0 {
+		return 0, offset, &CorruptFrameError{TermOffset: offset, TermLength: len(term)}
+	}
 	header.term = term
 	for fragments < fragmentsLimit && offset < capacity {
 		frameLength := FrameLengthVolatile(term, offset)
