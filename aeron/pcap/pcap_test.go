@@ -393,7 +393,7 @@ func TestMalformed(t *testing.T) {
 		data []byte
 		want string
 	}{
-		{"empty", nil, "not a pcap or pcapng capture"},
+		{"empty", nil, "reading the file header: unexpected EOF"},
 		{"short-header", good[:10], "reading the 24-byte pcap file header"},
 		{"bad-magic", append([]byte("GIF89a"), make([]byte, 30)...), "magic 47494638 is neither pcap"},
 		{"bad-version", func() []byte { b := append([]byte(nil), good...); b[4] = 3; return b }(), "pcap version 3.4"},

@@ -67,7 +67,7 @@ func (e *Error) Error() string {
 		s += fmt.Sprintf("packet %d ", e.Packet)
 	}
 	s += fmt.Sprintf("at byte %d: %s", e.Offset, e.Reason)
-	if e.Err != nil {
+	if e.Err != nil && e.Err != ErrNotCapture {
 		s += ": " + e.Err.Error()
 	}
 	return s
@@ -116,7 +116,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 	rd := &Reader{r: bufio.NewReaderSize(r, 64<<10)}
 	magic, err := rd.r.Peek(4)
 	if err != nil {
-		return nil, &Error{Reason: "reading the file header", Err: errors.Join(ErrNotCapture, noEOF(err))}
+		return nil, &Error{Reason: fmt.Sprintf("reading the file header: %v", noEOF(err)), Err: ErrNotCapture}
 	}
 	switch {
 	case binary.LittleEndian.Uint32(magic) == 0x0A0D0D0A:
@@ -198,7 +198,7 @@ func (r *Reader) read(n int) ([]byte, error) {
 func (r *Reader) readClassicHeader() error {
 	hdr := make([]byte, 24)
 	if _, err := io.ReadFull(r.r, hdr); err != nil {
-		return &Error{Reason: "reading the 24-byte pcap file header", Err: errors.Join(ErrNotCapture, noEOF(err))}
+		return &Error{Reason: fmt.Sprintf("reading the 24-byte pcap file header: %v", noEOF(err)), Err: ErrNotCapture}
 	}
 	r.off = 24
 	switch binary.LittleEndian.Uint32(hdr) {
@@ -318,7 +318,7 @@ func (r *Reader) readSectionHeader() error {
 	start := r.off
 	hdr := make([]byte, 12)
 	if _, err := io.ReadFull(r.r, hdr); err != nil {
-		return &Error{Offset: start, Reason: "pcapng section header cut short", Err: errors.Join(ErrNotCapture, noEOF(err))}
+		return &Error{Offset: start, Reason: fmt.Sprintf("pcapng section header cut short: %v", noEOF(err)), Err: ErrNotCapture}
 	}
 	r.off += 12
 	return r.finishSectionHeader(start, hdr[4:8], hdr[8:12])

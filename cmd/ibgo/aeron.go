@@ -1,0 +1,207 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ibgo/ibgo/aeron/cnc"
+	"github.com/ibgo/ibgo/aeron/inspect"
+	"github.com/ibgo/ibgo/internal/shm"
+)
+
+func init() {
+	dirFlag := &cli.StringFlag{
+		Name:    "dir",
+		Aliases: []string{"d"},
+		Usage:   "Aeron directory holding cnc.dat (default: $AERON_DIR, else " + defaultAeronDir() + ")",
+	}
+	register(&cli.Command{
+		Name:  "aeron",
+		Usage: "inspect Aeron traffic and media drivers: decode captures, AeronStat, ErrorStat, LossStat",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "decode",
+				Usage:     "print every Aeron frame of a packet capture (pcap or pcapng, optionally gzipped), one line each",
+				ArgsUsage: "FILE.pcap",
+				Flags: []cli.Flag{
+					&cli.UintFlag{Name: "port", Usage: "only datagrams from or to this UDP port"},
+				},
+				Action: aeronDecode,
+			},
+			{
+				Name:  "stat",
+				Usage: "print a media driver's CnC header and counters, as AeronStat does",
+				Flags: []cli.Flag{
+					dirFlag,
+					&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "redraw every --interval until interrupted"},
+					&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "refresh period with --watch"},
+					&cli.IntFlag{Name: "count", Usage: "with --watch, stop after this many updates (0: until interrupted)"},
+				},
+				Action: aeronStat,
+			},
+			{
+				Name:   "errors",
+				Usage:  "print a media driver's distinct error log, as ErrorStat does",
+				Flags:  []cli.Flag{dirFlag},
+				Action: aeronErrors,
+			},
+			{
+				Name:   "loss",
+				Usage:  "print a media driver's loss report (loss-report.dat), as LossStat does",
+				Flags:  []cli.Flag{dirFlag},
+				Action: aeronLoss,
+			},
+		},
+	})
+}
+
+// defaultAeronDir mirrors aeron_default_path: /dev/shm/aeron-<user> on
+// Linux, <tmp>/aeron-<user> elsewhere; the user from $USER, else the
+// password database, else "default".
+func defaultAeronDir() string {
+	name := os.Getenv("USER")
+	if name == "" {
+		if u, err := user.Current(); err == nil && u.Username != "" {
+			name = u.Username
+		} else {
+			name = "default"
+		}
+	}
+	if runtime.GOOS == "linux" {
+		return "/dev/shm/aeron-" + name
+	}
+	return filepath.Join(os.TempDir(), "aeron-"+name)
+}
+
+// aeronDir resolves the directory from --dir, AERON_DIR or the default, and
+// says which one it used, for error messages.
+func aeronDir(c *cli.Context) (dir, from string) {
+	if d := c.String("dir"); d != "" {
+		return d, "from --dir"
+	}
+	if d := os.Getenv("AERON_DIR"); d != "" {
+		return d, "from AERON_DIR"
+	}
+	return defaultAeronDir(), "the default; set AERON_DIR or --dir to choose another"
+}
+
+func openCnC(c *cli.Context) (*cnc.File, error) {
+	dir, from := aeronDir(c)
+	path := cnc.Path(dir)
+	f, err := cnc.OpenFile(path, false)
+	switch {
+	case err == nil:
+		return f, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fail(1, "no CnC file at %s (Aeron directory %s, %s): is a media driver running there?", path, dir, from)
+	case errors.Is(err, cnc.ErrNotReady):
+		return nil, fail(1, "CnC file %s is not initialised yet (cnc_version 0): the media driver is still starting", path)
+	}
+	return nil, fail(1, "%v", err)
+}
+
+func aeronDecode(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return fail(1, "usage: ibgo aeron decode [--port N] FILE.pcap\n"+
+			"FILE is a pcap or pcapng capture of UDP traffic, e.g. from `tcpdump -i lo -w FILE udp port 40456`")
+	}
+	path := c.Args().First()
+	port := c.Uint("port")
+	if port > 65535 {
+		return fail(1, "--port %d is not a UDP port (1..65535)", port)
+	}
+	file, err := os.Open(path)
+	if err != nil {
+		return fail(1, "cannot read capture: %v", err)
+	}
+	defer file.Close()
+	_, err = inspect.Decode(c.App.Writer, file, inspect.DecodeOptions{Port: uint16(port)})
+	switch {
+	case err == nil:
+		return nil
+	case inspect.IsNotCapture(err):
+		return fail(1, "%s is not a packet capture: %v\nibgo reads classic pcap and pcapng files (tcpdump -w, Wireshark), optionally gzipped", path, err)
+	}
+	return fail(1, "%s: %v", path, err)
+}
+
+func aeronStat(c *cli.Context) error {
+	f, err := openCnC(c)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := c.App.Writer
+	if !c.Bool("watch") {
+		return statOnce(w, f)
+	}
+	interval := c.Duration("interval")
+	if interval <= 0 {
+		return fail(1, "--interval %v must be positive", interval)
+	}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, os.Interrupt)
+	defer signal.Stop(stop)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for n := 1; ; n++ {
+		fmt.Fprint(w, "\033[2J\033[H") // clear the screen, as aeron_stat does
+		if err := statOnce(w, f); err != nil {
+			return err
+		}
+		if count := c.Int("count"); count > 0 && n >= count {
+			return nil
+		}
+		select {
+		case <-stop:
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+func statOnce(w io.Writer, f *cnc.File) error {
+	if err := inspect.Stat(w, f, time.Now(), time.Local); err != nil {
+		return fail(1, "%s: %v", f.FilePath(), err)
+	}
+	return nil
+}
+
+func aeronErrors(c *cli.Context) error {
+	f, err := openCnC(c)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := inspect.Errors(c.App.Writer, f, time.Local); err != nil {
+		return fail(1, "%s: %v", f.FilePath(), err)
+	}
+	return nil
+}
+
+func aeronLoss(c *cli.Context) error {
+	dir, from := aeronDir(c)
+	path := cnc.LossReportPath(dir)
+	m, err := shm.Map(path, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fail(1, "no loss report at %s (Aeron directory %s, %s): is a media driver running there?", path, dir, from)
+	}
+	if err != nil {
+		return fail(1, "cannot map loss report: %v", err)
+	}
+	defer m.Close()
+	if _, err := inspect.Loss(c.App.Writer, m.Bytes(), time.Local); err != nil {
+		return fail(1, "%s: %v", path, err)
+	}
+	return nil
+}
