@@ -14,8 +14,8 @@ import (
 )
 
 const (
-	producerEnv   = "IBGO_TEST_CNC_PRODUCER"
-	processMsgs   = 20000
+	producerEnv      = "IBGO_TEST_CNC_PRODUCER"
+	processMsgs      = 20000
 	processProducers = 3
 )
 
