@@ -82,10 +82,6 @@ const (
 	ResolutionFlagSelf           = 0x80
 	ResolutionIPv4AddressLength  = 4
 	ResolutionIPv6AddressLength  = 16
-	frameLengthFieldOffset       = 0
-	versionFieldOffset           = 4
-	flagsFieldOffset             = 5
-	typeFieldOffset              = 6
 	statusMessageGroupTagOffset  = 36
 	errorTextOffset              = 40
 	resolutionEntryHeaderLength  = 8
