@@ -138,41 +138,52 @@ func (r *BroadcastReceiver) validateAt(cursor int64) bool {
 func (r *BroadcastReceiver) Validate() bool { return r.validateAt(r.cursor) }
 
 // ReceiveNext moves to the next record if one is available
-// (aeron_broadcast_receiver_receive_next). A record whose length breaks the
-// layout is an error.
+// (aeron_broadcast_receiver_receive_next). A receiver that fell a buffer
+// behind skips to the latest record and counts a lap. A record header that
+// breaks the layout is an error unless the record was overwritten while it
+// was read, which is a lap too: the transmitter does not wait for readers.
 func (r *BroadcastReceiver) ReceiveNext() (bool, error) {
-	tail := shm.LoadInt64(r.buf, r.tail)
-	cursor := r.nextRecord
-	if tail <= cursor {
-		return false, nil
-	}
 	mask := int64(r.capacity - 1)
-	off := int(cursor & mask)
-	if !r.validateAt(cursor) {
-		r.lapped++
-		cursor = shm.LoadInt64(r.buf, r.latest)
-		off = int(cursor & mask)
-	}
-	if off&(RecordAlignment-1) != 0 {
-		return false, corrupt("broadcast receive", int64(r.latest), "record position %d is not %d-byte aligned", cursor, RecordAlignment)
-	}
-	n, typeID := r.header(off)
-	if n < RecordHeaderLength || align8(n) > r.capacity-off {
-		return false, corrupt("broadcast receive", int64(off), "record length %d does not fit the %d bytes to the end of the buffer", n, r.capacity-off)
-	}
-	r.cursor = cursor
-	r.nextRecord = cursor + int64(align8(n))
-	if typeID == PaddingMsgTypeID {
-		off = 0
-		n, _ = r.header(0)
-		if n < RecordHeaderLength || align8(n) > r.capacity {
-			return false, corrupt("broadcast receive", 0, "record length %d does not fit the buffer", n)
+	for attempt := 0; ; attempt++ {
+		tail := shm.LoadInt64(r.buf, r.tail)
+		cursor := r.nextRecord
+		if tail <= cursor {
+			return false, nil
 		}
-		r.cursor = r.nextRecord
-		r.nextRecord += int64(align8(n))
+		if !r.validateAt(cursor) {
+			r.lapped++
+			cursor = shm.LoadInt64(r.buf, r.latest)
+		}
+		off := int(cursor & mask)
+		if off&(RecordAlignment-1) != 0 {
+			return false, corrupt("broadcast receive", int64(r.latest), "record position %d is not %d-byte aligned", cursor, RecordAlignment)
+		}
+		n, typeID := r.header(off)
+		bad := n < RecordHeaderLength || align8(n) > r.capacity-off
+		var n0 int
+		if !bad && typeID == PaddingMsgTypeID {
+			n0, _ = r.header(0)
+			bad = n0 < RecordHeaderLength || align8(n0) > r.capacity
+		}
+		if bad {
+			if !r.validateAt(cursor) && attempt < 8 {
+				// Overwritten under us: resume from the latest record.
+				r.lapped++
+				r.nextRecord = shm.LoadInt64(r.buf, r.latest)
+				continue
+			}
+			return false, corrupt("broadcast receive", int64(off), "record length %d does not fit the %d bytes to the end of the buffer", n, r.capacity-off)
+		}
+		r.cursor = cursor
+		r.nextRecord = cursor + int64(align8(n))
+		if typeID == PaddingMsgTypeID {
+			off = 0
+			r.cursor = r.nextRecord
+			r.nextRecord += int64(align8(n0))
+		}
+		r.recordOffset = off
+		return true, nil
 	}
-	r.recordOffset = off
-	return true, nil
 }
 
 // TypeID, Length and Offset describe the current record.
@@ -200,6 +211,15 @@ func NewCopyBroadcastReceiver(r *BroadcastReceiver) *CopyBroadcastReceiver {
 	return &CopyBroadcastReceiver{r: r, scratch: make([]byte, 4096)}
 }
 
+// lapped handles a record overwritten while it was copied: the position
+// after it came from a header that may be torn, so unlike Aeron, which
+// treats the receiver as lost, resume from the latest complete record.
+func (c *CopyBroadcastReceiver) lapped() error {
+	c.r.lapped++
+	c.r.nextRecord = shm.LoadInt64(c.r.buf, c.r.latest)
+	return ErrLapped
+}
+
 // Receive delivers at most one message; it returns 1 when it did. ErrLapped
 // means messages were lost: the client must treat its state as stale.
 func (c *CopyBroadcastReceiver) Receive(handler MessageHandler) (int, error) {
@@ -215,7 +235,7 @@ func (c *CopyBroadcastReceiver) Receive(handler MessageHandler) (int, error) {
 	length := n - RecordHeaderLength
 	if length < 0 || c.r.recordOffset+RecordHeaderLength+align8(length) > c.r.capacity {
 		if !c.r.Validate() {
-			return 0, ErrLapped
+			return 0, c.lapped()
 		}
 		return 0, corrupt("broadcast receive", int64(c.r.recordOffset), "record length %d does not fit the buffer", n)
 	}
@@ -225,7 +245,7 @@ func (c *CopyBroadcastReceiver) Receive(handler MessageHandler) (int, error) {
 	msg := c.scratch[:length]
 	shm.LoadBytes(msg, c.r.buf, c.r.recordOffset+RecordHeaderLength)
 	if !c.r.Validate() {
-		return 0, ErrLapped
+		return 0, c.lapped()
 	}
 	handler(typeID, msg)
 	return 1, nil

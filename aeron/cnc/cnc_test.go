@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -401,7 +402,7 @@ func TestBroadcastConcurrentReceivers(t *testing.T) {
 			c := NewCopyBroadcastReceiver(rx)
 			last := int64(-1)
 			for !stop.Load() {
-				_, err := c.Receive(func(typeID int32, m []byte) {
+				n, err := c.Receive(func(typeID int32, m []byte) {
 					seq := int64(le.Uint64(m))
 					for _, x := range m[8:] {
 						if x != byte(seq) {
@@ -419,16 +420,28 @@ func TestBroadcastConcurrentReceivers(t *testing.T) {
 					t.Error(err)
 					return
 				}
+				if n == 0 {
+					runtime.Gosched() // leave the CPUs to the transmitter
+				}
 			}
 		}()
 	}
 	msg := make([]byte, 96)
-	for i := 0; i < msgs; i++ {
+	for i := 0; i < msgs+10; i++ {
 		le.PutUint64(msg, uint64(i))
 		for j := 8; j < len(msg[:8+i%88]); j++ {
 			msg[j] = byte(i)
 		}
 		require.NoError(t, tx.Transmit(int32(1+i%5), msg[:8+i%88]))
+		switch {
+		case i >= msgs:
+			time.Sleep(time.Millisecond) // a slow tail the receivers can keep up with
+		case i%64 == 0:
+			runtime.Gosched()
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); delivered.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
 	stop.Store(true)
 	wg.Wait()
