@@ -271,9 +271,10 @@ func cmdTest(args []string) error {
 	job := harness.TestJob(pkgs, targs)
 	for _, o := range ovs {
 		for _, p := range pkgs {
-			if err := harness.AddPackage(o, p); err != nil {
-				return err
-			}
+			harness.AddPackage(o, p)
+		}
+		if err := harness.AddTestdata(o, root, "github.com/ibgo/ibgo"); err != nil {
+			return err
 		}
 		o.AddData("/ibgo/job.sh", job, 0o755)
 	}

@@ -99,26 +99,52 @@ func BuildTests(root, dir string, pkgs []TestPackage, logf Logf) error {
 	return nil
 }
 
-// AddPackage puts a test binary and its package's testdata into an overlay.
-func AddPackage(o *Overlay, p TestPackage) error {
+// AddPackage puts a test binary into an overlay, with the source directory
+// it runs in (its testdata comes from AddTestdata).
+func AddPackage(o *Overlay, p TestPackage) {
 	o.AddFile("/ibgo/tests/"+filepath.Base(p.Binary), p.Binary, 0o755)
-	src := "/ibgo/src/" + p.ImportPath
-	o.AddData(src+"/.keep", nil, 0o644)
-	td := filepath.Join(p.Dir, "testdata")
-	if _, err := os.Stat(td); err != nil {
-		return nil
-	}
-	return filepath.WalkDir(td, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+	o.AddData("/ibgo/src/"+p.ImportPath+"/.keep", nil, 0o644)
+}
+
+// AddTestdata puts every testdata directory of the module rooted at root
+// (import path module) into an overlay under /ibgo/src/<module>/, so a test
+// that reads another package's vectors by relative path (../../x/testdata)
+// finds them in the guest as it does on the host.
+func AddTestdata(o *Overlay, root, module string) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
 			return err
 		}
-		if !d.Type().IsRegular() {
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin") {
+				return filepath.SkipDir
+			}
 			return nil
 		}
-		rel, _ := filepath.Rel(p.Dir, path)
-		o.AddFile(src+"/"+filepath.ToSlash(rel), path, 0o644)
+		if !d.Type().IsRegular() || !inTestdata(root, path) {
+			return nil
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		o.AddFile("/ibgo/src/"+module+"/"+filepath.ToSlash(rel), path, 0o644)
 		return nil
 	})
+}
+
+// inTestdata reports whether path lies under a directory named testdata.
+func inTestdata(root, path string) bool {
+	rel, err := filepath.Rel(root, filepath.Dir(path))
+	if err != nil {
+		return false
+	}
+	for _, el := range strings.Split(filepath.ToSlash(rel), "/") {
+		if el == "testdata" {
+			return true
+		}
+	}
+	return false
 }
 
 // TestJob is the guest script that runs the test binaries in turn and exits
