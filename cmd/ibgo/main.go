@@ -11,6 +11,8 @@ import (
 	"sort"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/ibgo/ibgo/internal/perf"
 )
 
 // commands is filled by each command's file (init functions), so features
@@ -50,6 +52,11 @@ func main() {
 
 // run executes the command line and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		if t, ok := perftestProgram(args[0]); ok {
+			return perf.Run(t, "ib_"+t.Name(), args[1:], stdout, stderr)
+		}
+	}
 	err := newApp(stdout, stderr).Run(args)
 	if err == nil {
 		return 0

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ibgo/ibgo/internal/perf"
+)
+
+func init() {
+	var names []string
+	for _, t := range perf.Tests {
+		names = append(names, t.Name())
+	}
+	register(&cli.Command{
+		Name:            "perf",
+		Usage:           "perftest-compatible benchmarks: ibgo perf <" + strings.Join(names, "|") + "> [perftest options] [server]",
+		ArgsUsage:       "<test> [perftest options] [server]",
+		SkipFlagParsing: true,
+		Description: "Runs one of perftest's ib_*_bw/ib_*_lat tests with the same flags, output and out-of-band\n" +
+			"exchange, so either side may be the C tool. `ibgo perf write_bw -h` shows the test's options.\n" +
+			"Installed as a link named ib_write_bw (etc.), ibgo behaves as that program.",
+		Action: func(c *cli.Context) error {
+			args := c.Args().Slice()
+			if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+				fmt.Fprintf(c.App.Writer, "usage: ibgo perf <test> [perftest options] [server]\ntests: %s\n", strings.Join(names, " "))
+				if len(args) == 0 {
+					return fail(1, "")
+				}
+				return nil
+			}
+			t, ok := perf.TestByName(args[0])
+			if !ok {
+				return fail(1, "perf: unknown test %q; tests are %s", args[0], strings.Join(names, ", "))
+			}
+			if code := perf.Run(t, "ib_"+t.Name(), args[1:], c.App.Writer, c.App.ErrWriter); code != 0 {
+				return fail(code, "")
+			}
+			return nil
+		},
+	})
+}
+
+// perftestProgram reports which test a program name (argv[0]) is, when ibgo
+// is installed as ib_write_bw and the like.
+func perftestProgram(argv0 string) (perf.Test, bool) {
+	base := filepath.Base(argv0)
+	if !strings.HasPrefix(base, "ib_") {
+		return perf.Test{}, false
+	}
+	return perf.TestByName(base)
+}

@@ -1,0 +1,391 @@
+package perf
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/internal/testutil"
+	_ "github.com/ibgo/ibgo/rxe"
+	"github.com/ibgo/ibgo/uverbs"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+// run is one side's outcome.
+type side struct {
+	code           int
+	stdout, stderr string
+}
+
+func (s side) String() string {
+	return fmt.Sprintf("exit %d\n--- stdout\n%s--- stderr\n%s", s.code, s.stdout, s.stderr)
+}
+
+// goSide runs ibgo's test in this process.
+func goSide(t Test, args []string) side {
+	var o, e bytes.Buffer
+	code := Run(t, "ib_"+t.Name(), args, &o, &e)
+	return side{code, o.String(), e.String()}
+}
+
+// cSide runs Debian's perftest program.
+func cSide(ctx context.Context, tb testing.TB, t Test, args []string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	tb.Helper()
+	path, err := exec.LookPath("ib_" + t.Name())
+	if err != nil {
+		if testutil.Required() {
+			tb.Fatalf("REQUIRE_VM=1 but perftest's ib_%s is not installed", t.Name())
+		}
+		tb.Skipf("perftest's ib_%s not installed", t.Name())
+	}
+	var o, e bytes.Buffer
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Stdout, cmd.Stderr = &o, &e
+	require.NoError(tb, cmd.Start())
+	return cmd, &o, &e
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+// listening reports whether some socket listens on TCP port (the C client
+// gives up at once, so the Go server must be up first; a probe connection
+// would be the one client perftest accepts).
+func listening(port int) bool {
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		want := fmt.Sprintf(":%04X ", port)
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			fs := strings.Fields(sc.Text())
+			if len(fs) > 3 && strings.HasSuffix(fs[1]+" ", want) && fs[3] == "0A" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var nextPort = 19000
+
+// pair runs server and client of test t with args (plus device, GID and
+// port): the Go side in this process, the C side as perftest.
+func pair(tb testing.TB, vm testutil.VMInfo, t Test, goServer bool, args []string) (srv, cli side) {
+	tb.Helper()
+	nextPort++
+	port := nextPort
+	common := append([]string{"-d", vm.Dev, "-x", strconv.Itoa(gid(tb, vm)), "-p", strconv.Itoa(port)}, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if goServer {
+		done := make(chan side, 1)
+		go func() { done <- goSide(t, common) }()
+		for !listening(port) {
+			select {
+			case s := <-done:
+				tb.Fatalf("Go server ended before listening: %s", s)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		cmd, o, e := cSide(ctx, tb, t, append(common, vm.IP))
+		err := cmd.Wait()
+		cli = side{exitCode(err), o.String(), e.String()}
+		select {
+		case srv = <-done:
+		case <-ctx.Done():
+			tb.Fatalf("Go server did not finish; C client: %s", cli)
+		}
+		return srv, cli
+	}
+	cmd, o, e := cSide(ctx, tb, t, common)
+	cli = goSide(t, append(common, vm.IP))
+	err := cmd.Wait()
+	srv = side{exitCode(err), o.String(), e.String()}
+	return srv, cli
+}
+
+var gidCache = map[string]int{}
+
+func gid(tb testing.TB, vm testutil.VMInfo) int {
+	if g, ok := gidCache[vm.Dev]; ok {
+		return g
+	}
+	c, err := uverbs.Open(vm.Dev)
+	require.NoError(tb, err)
+	defer c.Close()
+	g, err := uverbs.ParseGID(vm.IP)
+	require.NoError(tb, err)
+	i, err := c.GIDIndexForIP(1, g)
+	require.NoError(tb, err)
+	gidCache[vm.Dev] = int(i)
+	return int(i)
+}
+
+var (
+	reHex    = regexp.MustCompile(`0x[0-9a-f]+`)
+	reFloat  = regexp.MustCompile(`-?\d+\.\d+|-?\binf\b|-?\bnan\b`)
+	reInt    = regexp.MustCompile(`\b\d+\b`)
+	reSpaces = regexp.MustCompile(` +`)
+	reTabPad = regexp.MustCompile(` +\t`)
+)
+
+// shape masks what differs from run to run (numbers, keys, addresses) and
+// the padding that follows number widths, leaving perftest's layout: labels,
+// line order, separators, tabs. (The exact bytes, padding included, are
+// checked offline against captured perftest output: TestGoldenOutput.)
+func shape(s string) []string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		l = reHex.ReplaceAllString(l, "X")
+		l = reFloat.ReplaceAllString(l, "F")
+		l = reInt.ReplaceAllString(l, "N")
+		l = reTabPad.ReplaceAllString(l, "\t")
+		out = append(out, strings.TrimRight(reSpaces.ReplaceAllString(l, " "), " "))
+	}
+	return out
+}
+
+// resultRows returns the numeric rows under the table header.
+func resultRows(s string) [][]string {
+	var rows [][]string
+	in := false
+	for _, l := range strings.Split(s, "\n") {
+		switch {
+		case strings.HasPrefix(l, " #bytes"):
+			in = true
+		case strings.HasPrefix(l, "-----"):
+			in = false
+		case in && strings.TrimSpace(l) != "":
+			rows = append(rows, strings.Fields(l))
+		}
+	}
+	return rows
+}
+
+type interopCase struct {
+	name string
+	test string
+	args []string
+	// sizes expected in the result rows (nil: one row of -s or the default)
+	rows int
+}
+
+var interopCases = []interopCase{
+	{"write_bw", "write_bw", []string{"-n", "300"}, 1},
+	{"write_bw_s4k_q2", "write_bw", []string{"-n", "300", "-s", "4096", "-q", "2"}, 1},
+	{"write_bw_all", "write_bw", []string{"-a", "-n", "20"}, 23},
+	{"write_bw_bidir", "write_bw", []string{"-b", "-n", "200"}, 1},
+	{"write_bw_duration", "write_bw", []string{"-D", "2"}, 1},
+	{"read_bw", "read_bw", []string{"-n", "300", "-o", "4"}, 1},
+	{"send_bw", "send_bw", []string{"-n", "300"}, 1},
+	{"send_bw_bidir", "send_bw", []string{"-b", "-n", "200", "-s", "8192"}, 1},
+	{"send_bw_ud", "send_bw", []string{"-c", "UD", "-n", "300", "-s", "1024"}, 1},
+	{"send_bw_uc", "send_bw", []string{"-c", "UC", "-n", "300", "-s", "4096"}, 1},
+	{"atomic_bw_fa", "atomic_bw", []string{"-n", "300"}, 1},
+	{"atomic_bw_cs", "atomic_bw", []string{"-n", "300", "-A", "CMP_AND_SWAP"}, 1},
+	{"write_lat", "write_lat", []string{"-n", "300"}, 1},
+	{"write_lat_inline", "write_lat", []string{"-n", "300", "-s", "64", "-I", "64"}, 1},
+	{"write_lat_duration", "write_lat", []string{"-D", "2"}, 1},
+	{"read_lat", "read_lat", []string{"-n", "300", "-s", "4096"}, 1},
+	{"send_lat", "send_lat", []string{"-n", "300"}, 1},
+	{"send_lat_ud", "send_lat", []string{"-c", "UD", "-n", "300", "-s", "512"}, 1},
+	{"atomic_lat", "atomic_lat", []string{"-n", "300"}, 1},
+	{"send_lat_all", "send_lat", []string{"-a", "-n", "20"}, 23},
+}
+
+// TestInteropWithPerftest runs every test both ways against Debian's
+// perftest: Go server with C client and C server with Go client. Both must
+// exit 0; each Go side's stdout must have the C side's layout for the same
+// role (same lines, labels and separators, numbers masked); where the
+// server prints the client's numbers (RDMA bw tests) they must be the ones
+// the client printed, which checks the report exchange byte for byte.
+func TestInteropWithPerftest(t *testing.T) {
+	vm := testutil.OneNode(t)
+	for _, tc := range interopCases {
+		t.Run(tc.name, func(t *testing.T) {
+			test, ok := TestByName(tc.test)
+			require.True(t, ok)
+			gs, cc := pair(t, vm, test, true, tc.args)
+			require.Equal(t, 0, gs.code, "Go server: %s\nC client: %s", gs, cc)
+			require.Equal(t, 0, cc.code, "C client: %s\nGo server: %s", cc, gs)
+			cs, gc := pair(t, vm, test, false, tc.args)
+			require.Equal(t, 0, gc.code, "Go client: %s\nC server: %s", gc, cs)
+			require.Equal(t, 0, cs.code, "C server: %s\nGo client: %s", cs, gc)
+
+			assert.Equal(t, shape(cs.stdout), shape(gs.stdout), "server stdout layout (C then Go)\nC:\n%s\nGo:\n%s", cs.stdout, gs.stdout)
+			assert.Equal(t, shape(cc.stdout), shape(gc.stdout), "client stdout layout (C then Go)\nC:\n%s\nGo:\n%s", cc.stdout, gc.stdout)
+			assert.Equal(t, shape(cClock(cs.stderr)), shape(gs.stderr), "server stderr (C then Go)")
+			assert.Equal(t, shape(cClock(cc.stderr)), shape(gc.stderr), "client stderr (C then Go)")
+
+			require.Len(t, resultRows(gc.stdout), tc.rows, "Go client result rows:\n%s", gc.stdout)
+			require.Len(t, resultRows(cc.stdout), tc.rows, "C client result rows:\n%s", cc.stdout)
+			require.Len(t, resultRows(gs.stdout), len(resultRows(cs.stdout)), "Go server rows as many as C server's:\nGo:\n%s\nC:\n%s", gs.stdout, cs.stdout)
+			if test.Kind == BW && test.Verb != Send && !hasFlag(tc.args, "-b") {
+				// The responder prints the requester's report as received.
+				assert.Equal(t, resultRows(gc.stdout)[tc.rows-1], resultRows(cs.stdout)[0], "C server must print the Go client's numbers")
+				assert.Equal(t, resultRows(cc.stdout)[tc.rows-1], resultRows(gs.stdout)[0], "Go server must print the C client's numbers")
+			}
+			checkNumbers(t, test, tc, resultRows(gc.stdout))
+			t.Logf("Go client:\n%s", lastRows(gc.stdout))
+			t.Logf("C client:\n%s", lastRows(cc.stdout))
+		})
+	}
+}
+
+// cClock drops perftest's CPU-clock calibration warnings (ibgo reads the
+// monotonic clock and has none); under TCG they come and go.
+func cClock(s string) string {
+	var keep []string
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if !strings.HasPrefix(l, "Correlation coefficient") && !strings.HasPrefix(l, "Conflicting CPU frequency") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "")
+}
+
+func hasFlag(args []string, f string) bool {
+	for _, a := range args {
+		if a == f {
+			return true
+		}
+	}
+	return false
+}
+
+func lastRows(s string) string {
+	var b strings.Builder
+	for _, r := range resultRows(s) {
+		b.WriteString(strings.Join(r, " ") + "\n")
+	}
+	return b.String()
+}
+
+// checkNumbers checks that the Go client's rows are plausible: the size
+// and iteration columns as asked, positive rates.
+func checkNumbers(t *testing.T, test Test, tc interopCase, rows [][]string) {
+	iters := "0"
+	for i, a := range tc.args {
+		if a == "-n" {
+			iters = tc.args[i+1]
+		}
+	}
+	for i, r := range rows {
+		if test.Kind == LAT && hasFlag(tc.args, "-D") {
+			// #bytes #iterations t_avg[usec] tps average
+			require.Len(t, r, 4, "row %v", r)
+		} else {
+			require.GreaterOrEqual(t, len(r), 5, "row %v", r)
+		}
+		if tc.rows > 1 {
+			assert.Equal(t, strconv.Itoa(2<<i), r[0], "size column of row %d", i)
+		}
+		if hasFlag(tc.args, "-D") {
+			n, err := strconv.Atoi(r[1])
+			require.NoError(t, err)
+			assert.Positive(t, n, "iterations counted in the duration window")
+		} else if test.Kind == BW {
+			q := 1
+			for j, a := range tc.args {
+				if a == "-q" {
+					q, _ = strconv.Atoi(tc.args[j+1])
+				}
+			}
+			n, _ := strconv.Atoi(iters)
+			assert.Equal(t, strconv.Itoa(n*q), r[1], "iterations column")
+		} else {
+			assert.Equal(t, iters, r[1], "iterations column")
+		}
+		for _, f := range r[2:] {
+			v, err := strconv.ParseFloat(f, 64)
+			require.NoError(t, err, "column %q of %v", f, r)
+			assert.GreaterOrEqual(t, v, 0.0)
+		}
+		last, _ := strconv.ParseFloat(r[len(r)-1], 64)
+		if test.Kind == BW {
+			assert.Positive(t, last, "message rate in %v", r)
+		}
+	}
+}
+
+// TestPeerKilled kills the C peer in the middle of a run: the Go side must
+// stop within seconds with an error that says what happened, not spin
+// forever (perftest's latency loops would).
+func TestPeerKilled(t *testing.T) {
+	vm := testutil.OneNode(t)
+	for _, tc := range []struct {
+		test     string
+		goServer bool
+		args     []string
+		want     string
+	}{
+		{"write_lat", false, []string{"-n", "100000000"}, "peer closed the out-of-band connection"},
+		{"send_lat", true, []string{"-n", "100000000"}, "peer closed the out-of-band connection"},
+		{"send_bw", true, []string{"-n", "100000000"}, "peer closed the out-of-band connection"},
+		// rxe (6.1) never reports retry-exceeded here; C perftest hangs.
+		{"write_bw", false, []string{"-n", "100000000"}, "peer closed the out-of-band connection"},
+	} {
+		name := tc.test + map[bool]string{true: "_go_server", false: "_go_client"}[tc.goServer]
+		t.Run(name, func(t *testing.T) {
+			test, _ := TestByName(tc.test)
+			nextPort++
+			port := nextPort
+			common := append([]string{"-d", vm.Dev, "-x", strconv.Itoa(gid(t, vm)), "-p", strconv.Itoa(port)}, tc.args...)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			done := make(chan side, 1)
+			var cmd *exec.Cmd
+			var cout *bytes.Buffer
+			if tc.goServer {
+				go func() { done <- goSide(test, common) }()
+				for !listening(port) {
+					time.Sleep(10 * time.Millisecond)
+				}
+				cmd, cout, _ = cSide(ctx, t, test, append(common, vm.IP))
+			} else {
+				cmd, cout, _ = cSide(ctx, t, test, common)
+				go func() { done <- goSide(test, append(common, vm.IP)) }()
+			}
+			time.Sleep(2 * time.Second) // well into the iterations
+			select {
+			case s := <-done:
+				t.Fatalf("Go side ended before the peer was killed: %s\nC: %s", s, cout)
+			default:
+			}
+			require.NoError(t, cmd.Process.Kill())
+			_ = cmd.Wait()
+			killed := time.Now()
+			select {
+			case s := <-done:
+				assert.NotEqual(t, 0, s.code, "exit status after the peer died")
+				assert.Contains(t, s.stderr, tc.want, "Go side's error:\n%s", s)
+				t.Logf("Go side stopped %v after the kill: %q", time.Since(killed).Round(time.Millisecond), strings.TrimSpace(s.stderr))
+				assert.Less(t, time.Since(killed), 20*time.Second)
+			case <-ctx.Done():
+				t.Fatal("the Go side did not notice the dead peer")
+			}
+		})
+	}
+}

@@ -1,0 +1,179 @@
+package perf
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func mustTest(t *testing.T, name string) Test {
+	tt, ok := TestByName(name)
+	require.True(t, ok, name)
+	return tt
+}
+
+// Defaults after perftest's dependencies, as the captured C banners show
+// them (TX depth, CQ moderation) and perftest_parameters.h sets them.
+func TestDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		test                                string
+		args                                []string
+		size, iters, tx, rx, cqMod, inlineP int
+		noPeak                              bool
+	}{
+		{"write_bw", nil, 65536, 5000, 128, 1, 1, -1, false},
+		{"write_bw", []string{"-s", "64"}, 64, 5000, 128, 1, 100, -1, false},
+		{"read_bw", nil, 65536, 1000, 128, 1, 1, 0, false},
+		{"send_bw", []string{"10.0.0.1"}, 65536, 1000, 128, 512, 1, -1, false},
+		{"send_bw", nil, 65536, 1000, 128, 512, 1, -1, true}, // the receiver has no peak
+		{"send_bw", []string{"-c", "UD", "10.0.0.1"}, 65536, 1000, 128, 1000, 100, -1, false},
+		{"atomic_bw", nil, 8, 1000, 128, 1, 100, 0, false},
+		{"write_lat", nil, 2, 1000, 1, 1, 1, -1, false},
+		{"send_lat", nil, 2, 1000, 1, 512, 1, -1, false},
+		{"read_lat", nil, 2, 1000, 1, 1, 1, 0, false},
+		{"write_bw", []string{"-n", "20"}, 65536, 20, 20, 1, 1, -1, false},
+		{"write_bw", []string{"-a", "-n", "20"}, 65536, 20, 20, 1, 20, -1, false},
+		{"write_bw", []string{"-n", "30000"}, 65536, 30000, 128, 1, 1, -1, true}, // perftest drops the O(n²) peak
+		{"write_bw", []string{"-D", "4"}, 65536, 0, 128, 1, 1, -1, true},
+		{"write_bw", []string{"-l", "4", "-n", "100"}, 65536, 100, 100, 1, 4, -1, false},
+		{"send_bw", []string{"-s", "1K", "-r", "33", "10.0.0.1"}, 1024, 1000, 128, 34, 100, -1, false}, // odd rx depth rounds up
+	} {
+		t.Run(tc.test+" "+strings.Join(tc.args, " "), func(t *testing.T) {
+			p, err := Parse(mustTest(t, tc.test), "ib_"+tc.test, tc.args)
+			require.NoError(t, err)
+			if tc.test == "write_lat" || tc.test == "send_lat" {
+				assert.Equal(t, 1, p.CQMod) // latency tests do not moderate
+				tc.cqMod = p.CQMod
+			}
+			assert.Equal(t, tc.size, p.Size, "size")
+			assert.Equal(t, tc.iters, p.Iters, "iterations")
+			assert.Equal(t, tc.tx, p.TxDepth, "tx depth")
+			assert.Equal(t, tc.rx, p.RxDepth, "rx depth")
+			assert.Equal(t, tc.cqMod, p.CQMod, "cq moderation")
+			assert.Equal(t, tc.inlineP, p.Inline, "inline")
+			assert.Equal(t, tc.noPeak, p.NoPeak, "noPeak")
+			assert.Equal(t, 18515, p.Port)
+		})
+	}
+}
+
+func TestParseForms(t *testing.T) {
+	wb := mustTest(t, "write_bw")
+	for _, args := range [][]string{
+		{"-s", "4096", "-n", "10", "-x", "1", "host"},
+		{"-s4096", "-n10", "-x1", "host"},
+		{"--size=4096", "--iters", "10", "--gid-index=1", "host"},
+		{"-s", "4K", "--iters=10", "-x", "1", "--", "host"},
+	} {
+		p, err := Parse(wb, "ib_write_bw", args)
+		require.NoError(t, err, "%q", args)
+		assert.Equal(t, 4096, p.Size)
+		assert.Equal(t, 10, p.Iters)
+		assert.Equal(t, 1, p.GIDIndex)
+		assert.Equal(t, "host", p.Server)
+	}
+	p, err := Parse(wb, "ib_write_bw", []string{"-bF", "-q", "4"})
+	require.NoError(t, err)
+	assert.True(t, p.Bidir)
+	assert.Equal(t, 4, p.NumQPs)
+	p, err = Parse(wb, "ib_write_bw", []string{"-h"})
+	require.NoError(t, err)
+	assert.True(t, p.Help)
+}
+
+// Bad command lines fail with perftest's message (and usage for unknown
+// options), never a panic; options ibgo cannot honour say why.
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		test  string
+		args  []string
+		want  string
+		usage bool
+	}{
+		{"write_bw", []string{"-s", "0"}, "Message Size should be between 1 and", false},
+		{"write_bw", []string{"-s", "abc"}, "Message Size should be between 1 and", false},
+		{"write_bw", []string{"-n", "2"}, "Iteration num should be between 5 and", false},
+		{"write_bw", []string{"-n", "x"}, "should be int", false},
+		{"write_bw", []string{"-t", "0"}, "Tx depth should be between 1 and 15000", false},
+		{"write_bw", []string{"-m", "1000"}, "Invalid MTU - 1000", false},
+		{"write_bw", []string{"-S", "16"}, "Only 15 Service levels", false},
+		{"write_bw", []string{"-x", "99"}, "Gid index should be between 0 and 64", false},
+		{"write_bw", []string{"-c", "UD"}, "UD connection only possible in SEND verb", false},
+		{"read_bw", []string{"-c", "UC"}, "UC connection not possible in READ/ATOMIC verbs", false},
+		{"write_bw", []string{"-c", "XX"}, "Invalid Connection type", false},
+		{"write_lat", []string{"-q", "2"}, "Multiple QPs only available on bw tests", false},
+		{"write_lat", []string{"-b"}, "Bidirectional is only available in BW test", false},
+		{"write_bw", []string{"-H"}, "Available only on Latency tests", false},
+		{"write_bw", []string{"-D", "2", "-a"}, "Duration mode currently doesn't support running on all sizes", false},
+		{"write_bw", []string{"-D", "2", "-f", "1"}, "DURATION > 2*MARGIN", false},
+		{"write_bw", []string{"-o", "4"}, "Outstanding reads only available on READ", false},
+		{"atomic_bw", []string{"-s", "16"}, "Message size cannot be changed for Atomic tests", false},
+		{"write_bw", []string{"-A", "CMP_AND_SWAP"}, "You are not running the atomic_lat/bw test", false},
+		{"write_bw", []string{"-l", "3", "-n", "10"}, "multiple of post list size", false},
+		{"write_bw", []string{"-p", "70000"}, "Port argument", false},
+		{"write_bw", []string{"a", "b"}, "Invalid Command line", false},
+		{"write_bw", []string{"--bogus"}, "unrecognized option '--bogus'", true},
+		{"write_bw", []string{"-Y"}, "invalid option -- 'Y'", true},
+		{"write_bw", []string{"-s"}, "option requires an argument -- 's'", true},
+		{"write_bw", []string{"--size"}, "option '--size' requires an argument", true},
+		{"write_bw", []string{"-R"}, "need ibgo's cm package", false},
+		{"write_bw", []string{"--use_cuda=0"}, "built without CUDA", false},
+		{"write_bw", []string{"-c", "DC"}, "DC connection is not supported", false},
+		{"send_bw", []string{"-c", "UD", "-I", "900"}, "Max inline should be between 0 and 884", false},
+	} {
+		t.Run(tc.test+" "+strings.Join(tc.args, " "), func(t *testing.T) {
+			_, err := Parse(mustTest(t, tc.test), "ib_"+tc.test, tc.args)
+			require.Error(t, err)
+			var pe *ParseError
+			require.True(t, errors.As(err, &pe), "a ParseError: %v", err)
+			assert.Contains(t, pe.Msg, tc.want)
+			assert.Equal(t, tc.usage, pe.ShowUsage)
+		})
+	}
+}
+
+func TestRunExitStatus(t *testing.T) {
+	var o, e strings.Builder
+	assert.Equal(t, 1, Run(mustTest(t, "write_bw"), "ib_write_bw", []string{"-n", "1"}, &o, &e))
+	assert.Contains(t, o.String(), "-----")
+	assert.Contains(t, e.String(), "Iteration num should be between 5 and")
+	o.Reset()
+	e.Reset()
+	assert.Equal(t, 0, Run(mustTest(t, "send_lat"), "ib_send_lat", []string{"-V"}, &o, &e))
+	assert.Equal(t, "Version: 6.06\n", o.String())
+	o.Reset()
+	assert.Equal(t, 0, Run(mustTest(t, "send_lat"), "ib_send_lat", []string{"--help"}, &o, &e))
+	assert.Contains(t, o.String(), "ib_send_lat <host>")
+	o.Reset()
+	assert.Equal(t, 1, Run(mustTest(t, "send_lat"), "ib_send_lat", []string{"--nope"}, &o, &e))
+	assert.Contains(t, o.String(), "Options")
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add("write_bw", "-s 4096 -n 10 -x 1 host")
+	f.Add("send_bw", "-c UD -a -D 3")
+	f.Add("atomic_lat", "-A CMP_AND_SWAP --output=latency")
+	f.Fuzz(func(t *testing.T, test, line string) {
+		tt, ok := TestByName(test)
+		if !ok {
+			tt = Tests[len(test)%len(Tests)]
+		}
+		p, err := Parse(tt, "ib_x", strings.Fields(line))
+		if err != nil {
+			var pe *ParseError
+			if !errors.As(err, &pe) {
+				t.Fatalf("error is not a ParseError: %v", err)
+			}
+			return
+		}
+		if p.Help || p.Version {
+			return
+		}
+		if p.Size < 1 || p.TxDepth < 1 || p.CQMod < 1 || p.NumQPs < 1 || p.PostList < 1 {
+			t.Fatalf("accepted parameters a run cannot use: %+v", p)
+		}
+	})
+}
