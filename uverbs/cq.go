@@ -82,8 +82,19 @@ func readEvent(ctx context.Context, f *os.File, rc syscall.RawConn, buf []byte) 
 	} else {
 		f.SetReadDeadline(time.Time{})
 	}
-	stop := context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
+	// Cancellation wakes the read by moving the deadline into the past. The
+	// wake-up must be over before we return: run late, it would cut short
+	// the caller's next wait on this file.
+	woken := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		f.SetReadDeadline(time.Unix(1, 0))
+		close(woken)
+	})
+	defer func() {
+		if !stop() {
+			<-woken
+		}
+	}()
 	var rerr error
 	err := rc.Read(func(fd uintptr) bool {
 		n, err := unix.Read(int(fd), buf)
