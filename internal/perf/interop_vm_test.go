@@ -215,6 +215,26 @@ var interopCases = []interopCase{
 	{"send_lat_all", "send_lat", []string{"-a", "-n", "20"}, 23},
 }
 
+// pairC is pair, run again (up to three times in all) when the C side gave
+// up because its own CPU-clock calibration failed: perftest samples
+// gettimeofday against the cycle counter and refuses to report when the fit
+// is poor (r^2 < 0.9), which happens under TCG when the guest is busy. That
+// is the reference tool failing to measure, not a result to compare.
+func pairC(tb testing.TB, vm testutil.VMInfo, t Test, goServer bool, args []string) (srv, cli side) {
+	tb.Helper()
+	for try := 1; ; try++ {
+		srv, cli = pair(tb, vm, t, goServer, args)
+		c := cli
+		if !goServer {
+			c = srv
+		}
+		if try == 3 || !strings.Contains(c.stderr, "Can't produce a report") || !strings.Contains(c.stderr, "Correlation coefficient") {
+			return srv, cli
+		}
+		tb.Logf("try %d: C perftest could not calibrate its clock (%s); running the pair again", try, strings.TrimSpace(c.stderr))
+	}
+}
+
 // TestInteropWithPerftest runs every test both ways against Debian's
 // perftest: Go server with C client and C server with Go client. Both must
 // exit 0; each Go side's stdout must have the C side's layout for the same
@@ -227,10 +247,10 @@ func TestInteropWithPerftest(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			test, ok := TestByName(tc.test)
 			require.True(t, ok)
-			gs, cc := pair(t, vm, test, true, tc.args)
+			gs, cc := pairC(t, vm, test, true, tc.args)
 			require.Equal(t, 0, gs.code, "Go server: %s\nC client: %s", gs, cc)
 			require.Equal(t, 0, cc.code, "C client: %s\nGo server: %s", cc, gs)
-			cs, gc := pair(t, vm, test, false, tc.args)
+			cs, gc := pairC(t, vm, test, false, tc.args)
 			require.Equal(t, 0, gc.code, "Go client: %s\nC server: %s", gc, cs)
 			require.Equal(t, 0, cs.code, "C server: %s\nGo client: %s", cs, gc)
 
