@@ -409,3 +409,47 @@ func TestPeerKilled(t *testing.T) {
 		})
 	}
 }
+
+// TestIbgoPairs runs ibgo against itself (both sides in this process): the
+// protocol must close cleanly without perftest on either end, and the
+// lingering close of write_lat -D (each side half-closes, then waits for the
+// other) must end as soon as both are done, not at lingerMax.
+func TestIbgoPairs(t *testing.T) {
+	vm := testutil.OneNode(t)
+	for _, tc := range []struct {
+		test string
+		args []string
+	}{
+		{"write_lat", []string{"-D", "2"}},
+		{"write_lat", []string{"-n", "300"}},
+		{"write_bw", []string{"-n", "300"}},
+		{"send_lat", []string{"-D", "2"}},
+		{"send_bw", []string{"-c", "UD", "-n", "300", "-s", "1024"}},
+	} {
+		t.Run(tc.test+strings.Join(tc.args, ""), func(t *testing.T) {
+			test, ok := TestByName(tc.test)
+			require.True(t, ok)
+			nextPort++
+			common := append([]string{"-d", vm.Dev, "-x", strconv.Itoa(gid(t, vm)), "-p", strconv.Itoa(nextPort)}, tc.args...)
+			start := time.Now()
+			done := make(chan side, 1)
+			go func() { done <- goSide(test, common) }()
+			for !listening(nextPort) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			cli := goSide(test, append(common, vm.IP))
+			var srv side
+			select {
+			case srv = <-done:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("server did not finish; client: %s", cli)
+			}
+			took := time.Since(start)
+			require.Equal(t, 0, srv.code, "server: %s\nclient: %s", srv, cli)
+			require.Equal(t, 0, cli.code, "client: %s\nserver: %s", cli, srv)
+			require.Len(t, resultRows(cli.stdout), 1, "client rows:\n%s", cli.stdout)
+			require.Less(t, took, lingerMax, "a lingering close waited for its bound")
+			t.Logf("both sides done in %v", took.Round(time.Millisecond))
+		})
+	}
+}

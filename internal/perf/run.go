@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -341,7 +342,36 @@ func (e *engine) flowWriteLat() error {
 		e.printLat(size)
 	}
 	e.resultLine()
+	if e.p.Duration != 0 {
+		e.linger(lingerMax)
+	}
 	return nil
+}
+
+// lingerMax bounds how long write_lat -D waits for its peer to finish.
+const lingerMax = 10 * time.Second
+
+// linger keeps the QP (and so the peer's last RDMA write) alive until the
+// peer is done. write_lat -D has no closing exchange: each side stops on its
+// own clock, and a side that exits first takes its QP with it while the
+// other may still wait for the completion of a write it just posted (the
+// kernel acks it only while the QP exists, and rxe never gives up with
+// retry-exceeded: perftest then spins forever). So, like a TCP lingering
+// close: say we are done (half-close), then wait for the peer to close its
+// side (perftest: when it exits; ibgo: when it lingers too), at most max.
+func (e *engine) linger(max time.Duration) {
+	tc, ok := e.oob.c.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	tc.CloseWrite()
+	tc.SetReadDeadline(time.Now().Add(max))
+	var b [64]byte
+	for {
+		if _, err := tc.Read(b[:]); err != nil {
+			return
+		}
+	}
 }
 
 // flowSendLat is send_lat.c.
@@ -958,7 +988,7 @@ func (e *engine) iterLatWrite(size int) error {
 			rcnt++
 			for byteAt(buf, poll) != byte(rcnt) && !ended() {
 				if e.peerGone() {
-					return errPeerGone
+					return e.peerLeftLat(dur)
 				}
 			}
 		}
@@ -987,7 +1017,7 @@ func (e *engine) iterLatWrite(size int) error {
 					return err
 				}
 				if n == 0 && e.peerGone() {
-					return errPeerGone
+					return e.peerLeftLat(dur)
 				}
 				if n == 1 {
 					break
@@ -1006,6 +1036,19 @@ func (e *engine) iterLatWrite(size int) error {
 		}
 	}
 	return e.finishDuration(dur)
+}
+
+// peerLeftLat decides what the peer closing the control connection means to
+// write_lat. With -D each side runs its own clock and write_lat has no
+// closing exchange, so a peer whose window ended first may be gone (or, an
+// ibgo peer, lingering with its side half-closed) while we cool down: once
+// our sampled window is over that is the end of the test. Before that, or
+// without -D, the peer died.
+func (e *engine) peerLeftLat(dur *durationClock) error {
+	if dur != nil && dur.state.Load() >= stStopSample {
+		return e.finishDuration(dur)
+	}
+	return errPeerGone
 }
 
 func (e *engine) finishDuration(dur *durationClock) error {
