@@ -8,7 +8,7 @@ VM       = $(GO) run ./hwtest/vm
 
 export CGO_ENABLED = 0
 
-.PHONY: all build test test-unit test-vm test-vm-one demo lint cross fuzz test-race image clean
+.PHONY: all build test test-unit test-vm test-vm-one demo bench-vm lint cross fuzz test-race image clean
 
 all: build
 
@@ -41,6 +41,10 @@ test-vm-one:
 ## demo: boot the soft-RoCE VM and run ibgo against it beside Debian's C tools
 demo:
 	$(VM) run -kernel $(KERNEL) -script hwtest/vm/demo.sh
+
+## bench-vm: Debian's perftest against itself and ibgo perf against itself in the VM, side by side
+bench-vm:
+	$(VM) run -kernel $(KERNEL) -script hwtest/vm/bench-vm.sh
 
 ## image: build (or show the cached) guest image
 image:

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -429,21 +431,8 @@ func TestIbgoPairs(t *testing.T) {
 		t.Run(tc.test+strings.Join(tc.args, ""), func(t *testing.T) {
 			test, ok := TestByName(tc.test)
 			require.True(t, ok)
-			nextPort++
-			common := append([]string{"-d", vm.Dev, "-x", strconv.Itoa(gid(t, vm)), "-p", strconv.Itoa(nextPort)}, tc.args...)
 			start := time.Now()
-			done := make(chan side, 1)
-			go func() { done <- goSide(test, common) }()
-			for !listening(nextPort) {
-				time.Sleep(10 * time.Millisecond)
-			}
-			cli := goSide(test, append(common, vm.IP))
-			var srv side
-			select {
-			case srv = <-done:
-			case <-time.After(60 * time.Second):
-				t.Fatalf("server did not finish; client: %s", cli)
-			}
+			srv, cli := ibgoPair(t, vm, test, tc.args)
 			took := time.Since(start)
 			require.Equal(t, 0, srv.code, "server: %s\nclient: %s", srv, cli)
 			require.Equal(t, 0, cli.code, "client: %s\nserver: %s", cli, srv)
@@ -452,4 +441,71 @@ func TestIbgoPairs(t *testing.T) {
 			t.Logf("both sides done in %v", took.Round(time.Millisecond))
 		})
 	}
+}
+
+// ibgoPair runs server and client of test in this process.
+func ibgoPair(t *testing.T, vm testutil.VMInfo, test Test, args []string) (srv, cli side) {
+	t.Helper()
+	nextPort++
+	common := append([]string{"-d", vm.Dev, "-x", strconv.Itoa(gid(t, vm)), "-p", strconv.Itoa(nextPort)}, args...)
+	done := make(chan side, 1)
+	go func() { done <- goSide(test, common) }()
+	for !listening(nextPort) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cli = goSide(test, append(common, vm.IP))
+	select {
+	case srv = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("server did not finish; client: %s", cli)
+	}
+	return srv, cli
+}
+
+// TestJSONOutput: --json prints one valid JSON record per size and nothing
+// else on stdout; --out_json_file writes them all as one JSON array.
+func TestJSONOutput(t *testing.T) {
+	vm := testutil.OneNode(t)
+	bw, _ := TestByName("write_bw")
+	srv, cli := ibgoPair(t, vm, bw, []string{"-a", "-n", "20", "--json"})
+	require.Equal(t, 0, srv.code, "server: %s", srv)
+	require.Equal(t, 0, cli.code, "client: %s", cli)
+	lines := strings.Split(strings.TrimSpace(cli.stdout), "\n")
+	require.Len(t, lines, 23, "one record per size 2 B .. 8 MiB:\n%s", cli.stdout)
+	for i, l := range lines {
+		var r Record
+		require.NoError(t, json.Unmarshal([]byte(l), &r), "line %d: %s", i+1, l)
+		require.Equal(t, 2<<i, r.Size)
+		require.Equal(t, "write_bw", r.Test)
+		require.Equal(t, "client", r.Role)
+		require.Equal(t, "RC", r.Connection)
+		require.NotNil(t, r.BWAverage)
+		require.Greater(t, *r.BWAverage, 0.0, "line %d", i+1)
+		require.GreaterOrEqual(t, *r.BWPeak, *r.BWAverage*0.99, "line %d", i+1)
+		require.Equal(t, "MB/sec", r.BWUnit)
+		require.NotEmpty(t, r.MsgUnit)
+		require.EqualValues(t, 20, r.Iterations)
+		require.NotEmpty(t, r.Params)
+	}
+
+	lat, _ := TestByName("send_lat")
+	file := filepath.Join(t.TempDir(), "lat.json")
+	srv, cli = ibgoPair(t, vm, lat, []string{"-n", "200", "--out_json_file", file})
+	require.Equal(t, 0, srv.code, "server: %s", srv)
+	require.Equal(t, 0, cli.code, "client: %s", cli)
+	require.Len(t, resultRows(cli.stdout), 1, "the table still prints:\n%s", cli.stdout)
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var recs []Record
+	require.NoError(t, json.Unmarshal(b, &recs), "%s", b)
+	require.Len(t, recs, 1)
+	r := recs[0]
+	require.Equal(t, "usec", r.LatUnit)
+	for _, k := range []string{"t_min", "t_max", "t_typical", "t_avg", "t_stdev", "p99", "p99_9"} {
+		_, ok := r.Lat[k]
+		require.True(t, ok, "latency field %s missing: %v", k, r.Lat)
+	}
+	require.LessOrEqual(t, r.Lat["t_min"], r.Lat["t_typical"])
+	require.LessOrEqual(t, r.Lat["t_typical"], r.Lat["t_max"])
+	require.Greater(t, r.Lat["t_min"], 0.0)
 }

@@ -1,0 +1,64 @@
+#!/bin/sh
+# `make bench-vm`: runs inside the soft-RoCE guest. For each case, Debian's
+# C perftest against itself and ibgo against itself, alternating, ROUNDS
+# times; prints each run's key number and the ibgo/C ratio of the medians.
+# Bandwidth: BW average [MB/s] (higher is better). Latency: t_typical [usec]
+# (lower is better). One rxe device in loopback under TCG: the ratio is the
+# result, the absolute numbers mean little.
+set -e
+ROUNDS=${ROUNDS:-3}
+cp "$(command -v ibgo)" /tmp/ibgo
+ip=${IBGO_VM_IP:?the guest init exports IBGO_VM_IP}
+gidx=$(ibgo devinfo -v | sed -n "s/.*GID\[ *\([0-9]*\)\]:.*::ffff:$ip, RoCE v2.*/\1/p" | head -n 1)
+[ -n "$gidx" ] || { echo "no RoCE v2 GID for $ip on rxe0"; exit 1; }
+port=20000
+
+waitport() {
+	i=0
+	until netstat -ltn 2>/dev/null | grep -q ":$1 "; do
+		i=$((i + 1)); [ $i -lt 300 ] || { echo "nothing listens on port $1"; exit 1; }
+		sleep 0.05
+	done
+}
+
+# one IMPL TEST COLUMN ARGS...: run server and client, print the client's
+# COLUMN of its (single) result row.
+one() {
+	impl=$1 test=$2 col=$3; shift 3
+	port=$((port + 1))
+	if [ "$impl" = c ]; then bin="ib_$test"; else bin="/tmp/ibgo perf $test"; fi
+	$bin -d rxe0 -x "$gidx" -p $port "$@" > /tmp/b.srv 2>&1 &
+	srv=$!
+	waitport $port
+	$bin -d rxe0 -x "$gidx" -p $port "$@" "$ip" > /tmp/b.cli 2>&1 || { cat /tmp/b.cli; exit 1; }
+	wait $srv || { cat /tmp/b.srv; exit 1; }
+	awk -v c="$col" '/^ #bytes/ {r=1; next} r && NF > 3 {print $c; exit}' /tmp/b.cli
+}
+
+median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+
+# case NAME TEST COLUMN KIND ARGS...
+bench() {
+	name=$1 test=$2 col=$3 kind=$4; shift 4
+	cs="" gs=""
+	r=0
+	while [ $r -lt "$ROUNDS" ]; do
+		cs="$cs $(one c "$test" "$col" "$@")"
+		gs="$gs $(one go "$test" "$col" "$@")"
+		r=$((r + 1))
+	done
+	cm=$(echo "$cs" | median) gm=$(echo "$gs" | median)
+	ratio=$(awk -v g="$gm" -v c="$cm" 'BEGIN {printf "%.2f", g / c}')
+	printf '%-28s %-9s C:%-26s ibgo:%-26s ibgo/C %s\n' "$name" "$kind" "$cs" "$gs" "$ratio"
+}
+
+echo "perftest (Debian, C) vs ibgo perf on rxe0, $ROUNDS rounds each, medians compared"
+bench "write_bw 64KiB"      write_bw  4 MB/s  -s 65536 -n 5000
+bench "write_bw 4KiB q2"    write_bw  4 MB/s  -s 4096 -q 2 -n 5000
+bench "read_bw 64KiB"       read_bw   4 MB/s  -s 65536 -n 2000
+bench "send_bw 4KiB"        send_bw   4 MB/s  -s 4096 -n 5000
+bench "send_bw UD 1KiB"     send_bw   4 MB/s  -c UD -s 1024 -n 5000
+bench "write_lat 2B"        write_lat 5 usec  -s 2 -n 3000
+bench "send_lat 2B"         send_lat  5 usec  -s 2 -n 3000
+bench "read_lat 2B"         read_lat  5 usec  -s 2 -n 3000
+bench "atomic_lat"          atomic_lat 5 usec -n 3000
