@@ -118,7 +118,7 @@ func (q *qp) PostSend(wrs []uverbs.SendWR) (int, error) {
 	}
 	q.sq.mu.Unlock()
 	if n > 0 {
-		if dberr := sys.Write(q.dbFD, q.doorbell); dberr != nil && err == nil {
+		if dberr := sys.WriteRaw(q.dbFD, q.doorbell); dberr != nil && err == nil {
 			e := &uverbs.Error{Op: "post send doorbell", Device: q.qp.Context().Device().Name, Err: dberr}
 			if sys.ErrnoOf(dberr) == unix.EINVAL {
 				e.Hint = "the QP must be in RTS"

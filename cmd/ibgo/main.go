@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"sort"
 
 	"github.com/urfave/cli/v2"
@@ -47,7 +48,30 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 }
 
 func main() {
-	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+	stop := profile(os.Getenv("IBGO_CPUPROFILE"))
+	code := run(os.Args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// profile writes a CPU profile of the whole run to file when it is set
+// (IBGO_CPUPROFILE=/tmp/cpu.pprof ibgo perf ...; read it with go tool pprof).
+func profile(file string) (stop func()) {
+	if file == "" {
+		return func() {}
+	}
+	f, err := os.Create(file)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ibgo: IBGO_CPUPROFILE: %v\n", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 // run executes the command line and returns the exit status.

@@ -47,6 +47,37 @@ func Write(fd *FD, buf []byte) error {
 	})
 }
 
+// WriteRaw is Write for commands the kernel finishes without sleeping, on
+// the datapath: the rxe POST_SEND doorbell. It enters the kernel with
+// RawSyscall, so the runtime does not treat the thread as blocked: the
+// scheduler's monitor would otherwise hand this thread's P to another thread
+// whenever the kernel spends more than 20 µs sending, and wake threads that
+// compete with the kernel's own RDMA work for the CPU.
+func WriteRaw(fd *FD, buf []byte) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	fd.mu.RLock()
+	defer fd.mu.RUnlock()
+	if fd.raw < 0 {
+		return NewErrno(unix.EBADF)
+	}
+	for {
+		n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd.raw), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+		if e == unix.EINTR {
+			continue
+		}
+		runtime.KeepAlive(buf)
+		if e != 0 {
+			return NewErrno(e)
+		}
+		if int(n) != len(buf) {
+			return NewErrno(unix.EIO)
+		}
+		return nil
+	}
+}
+
 // Read issues one read(2), retrying EINTR.
 func Read(fd *FD, buf []byte) (int, error) {
 	var n int
