@@ -12,8 +12,6 @@ import (
 	"sort"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/ibgo/ibgo/internal/perf"
 )
 
 // commands is filled by each command's file (init functions), so features
@@ -78,7 +76,7 @@ func profile(file string) (stop func()) {
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		if t, ok := perftestProgram(args[0]); ok {
-			return perf.Run(t, "ib_"+t.Name(), args[1:], stdout, stderr)
+			return runPerf(t, args[1:], stdout, stderr)
 		}
 	}
 	err := newApp(stdout, stderr).Run(args)

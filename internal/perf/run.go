@@ -39,6 +39,7 @@ func Run(t Test, prog string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "Version: %s\n", Version)
 		return 0
 	}
+	initClock()
 	e := &engine{p: p, out: stdout, errw: stderr}
 	defer e.close()
 	if err := e.run(); err != nil {
@@ -619,16 +620,16 @@ func (e *engine) iterBW(size int, infinite bool) error {
 	iters := uint64(p.Iters)
 	wc := make([]uverbs.WC, 16)
 	var dur *durationClock
-	var nextReport time.Time
+	var nextReport, lastT int64
 	var lastIters uint64
-	var lastT int64
+	window := int64(p.Duration) * 1e9
 	if durMode && !infinite {
 		dur = e.startDuration()
 		defer dur.timer.Stop()
 	}
 	if infinite {
-		nextReport = time.Now().Add(time.Duration(p.Duration) * time.Second)
 		lastT = e.now()
+		nextReport = lastT + window
 	}
 	if !durMode && p.NoPeak {
 		e.tposted[0] = e.now()
@@ -684,12 +685,12 @@ func (e *engine) iterBW(size int, infinite bool) error {
 				}
 			}
 		}
-		if infinite && time.Now().After(nextReport) {
-			now := e.now()
-			n := e.iters - lastIters
-			e.reportWindow(size, n, now-lastT)
-			lastIters, lastT = e.iters, now
-			nextReport = nextReport.Add(time.Duration(p.Duration) * time.Second)
+		if infinite {
+			if now := e.now(); now >= nextReport {
+				e.reportWindow(size, e.iters-lastIters, now-lastT)
+				lastIters, lastT = e.iters, now
+				nextReport += window
+			}
 		}
 	}
 	if !durMode && p.NoPeak {
@@ -699,6 +700,26 @@ func (e *engine) iterBW(size int, infinite bool) error {
 		e.tposted, e.tcompleted = []int64{dur.t0.Load()}, []int64{dur.t1.Load()}
 	}
 	return nil
+}
+
+// stallWatch notices a receiver that has had nothing for 60 s (perftest's
+// "Did not get Message for 60 Seconds"). It shares the watchdog's spin
+// counter: the clock is read once every watchEvery idle spins, not per spin.
+type stallWatch struct {
+	last  int64  // when progress was last seen
+	count uint64 // the receive count then
+}
+
+func (s *stallWatch) stalled(e *engine, count uint64) bool {
+	if e.wd.spins%watchEvery != 0 {
+		return false
+	}
+	now := e.now()
+	if count != s.count {
+		s.count, s.last = count, now
+		return false
+	}
+	return now-s.last > 60e9
 }
 
 // reportWindow prints one --run_infinitely line.
@@ -733,10 +754,10 @@ func (e *engine) iterBWServer(size int, infinite bool) error {
 	wc := make([]uverbs.WC, 16)
 	first := true
 	var dur *durationClock
-	lastProgress := time.Now()
-	var nextReport time.Time
+	stall := stallWatch{last: e.now()}
+	var nextReport, lastT int64
 	var lastIters uint64
-	var lastT int64
+	window := int64(p.Duration) * 1e9
 	for rcnt < tot || durMode && (infinite || dur == nil || dur.state.Load() != stEnd) {
 		n, err := e.recvCQ.Poll(wc)
 		if err != nil {
@@ -746,25 +767,25 @@ func (e *engine) iterBWServer(size int, infinite bool) error {
 			if e.peerGone() {
 				return errPeerGone
 			}
-			if !durMode && time.Since(lastProgress) > 60*time.Second {
+			if !durMode && stall.stalled(e, rcnt) {
 				fmt.Fprintf(e.errw, " Did not get Message for 60 Seconds, exiting..\n Total Received=%d, Total Iters Required=%d\n", rcnt, tot)
 				break
 			}
-			if infinite && !nextReport.IsZero() && time.Now().After(nextReport) {
-				now := e.now()
-				e.reportWindow(size, e.iters-lastIters, now-lastT)
-				lastIters, lastT = e.iters, now
-				nextReport = nextReport.Add(time.Duration(p.Duration) * time.Second)
+			if infinite && nextReport != 0 {
+				if now := e.now(); now >= nextReport {
+					e.reportWindow(size, e.iters-lastIters, now-lastT)
+					lastIters, lastT = e.iters, now
+					nextReport += window
+				}
 			}
 			continue
 		}
-		lastProgress = time.Now()
 		if first {
 			first = false
 			switch {
 			case infinite:
-				nextReport = time.Now().Add(time.Duration(p.Duration) * time.Second)
 				lastT = e.now()
+				nextReport = lastT + window
 			case durMode:
 				dur = e.startDuration()
 				defer dur.timer.Stop()
@@ -826,7 +847,7 @@ func (e *engine) iterBi(size int) error {
 	if p.NoPeak {
 		e.tposted[0] = e.now()
 	}
-	lastProgress := time.Now()
+	stall := stallWatch{last: e.now()}
 	for durMode && (dur == nil || dur.state.Load() != stEnd) || totC < tot || totR < tot {
 		for i := 0; i < nq && !before; i++ {
 			wr := &s.wrs[i][0]
@@ -856,7 +877,6 @@ func (e *engine) iterBi(size int) error {
 			return err
 		}
 		if n > 0 {
-			lastProgress = time.Now()
 			if before {
 				before = false
 				if durMode {
@@ -906,7 +926,7 @@ func (e *engine) iterBi(size int) error {
 		if n == 0 && e.peerGone() {
 			return errPeerGone
 		}
-		if !durMode && time.Since(lastProgress) > 60*time.Second {
+		if n == 0 && !durMode && stall.stalled(e, totR) {
 			return fmt.Errorf(" Did not get Message for 60 Seconds (received %d of %d)", totR, tot)
 		}
 	}

@@ -1,0 +1,37 @@
+package perf
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The cycle-counter clock agrees with the monotonic clock: over 50 ms of
+// wall time it advances 50 ms, within 2 %.
+func TestCycleClockTracksMonotonic(t *testing.T) {
+	if !haveCycles {
+		t.Skip("no cycle counter on this architecture: the monotonic clock is used")
+	}
+	r, ok := calibrate(5 * time.Millisecond)
+	if !ok {
+		t.Skip("the cycle counter did not calibrate consistently here (ibgo falls back to the monotonic clock)")
+	}
+	require.Greater(t, r, 0.0)
+	c := clockSource{cycles: true, base: cycles(), nsPerTick: r}
+	t0, c0 := time.Now(), c.now()
+	time.Sleep(50 * time.Millisecond)
+	wall, got := time.Since(t0), time.Duration(c.now()-c0)
+	require.InDelta(t, float64(wall), float64(got), 0.02*float64(wall), "wall %v, cycle clock %v", wall, got)
+}
+
+// Without calibration (or with IBGO_PERF_CLOCK=monotonic) the clock is the
+// monotonic clock.
+func TestMonotonicFallback(t *testing.T) {
+	var c clockSource
+	a := c.now()
+	time.Sleep(10 * time.Millisecond)
+	d := time.Duration(c.now() - a)
+	require.GreaterOrEqual(t, d, 10*time.Millisecond)
+	require.Less(t, d, 5*time.Second)
+}

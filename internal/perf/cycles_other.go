@@ -1,0 +1,7 @@
+//go:build !amd64 && !arm64
+
+package perf
+
+const haveCycles = false
+
+func cycles() uint64 { return 0 }
