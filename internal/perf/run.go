@@ -616,8 +616,7 @@ func (e *engine) iterBW(size int, infinite bool) error {
 	s := e.sendWRs(size)
 	scnt, ccnt := make([]uint64, nq), make([]uint64, nq)
 	var totS, totC uint64
-	cqMod, postList, txDepth := uint64(p.CQMod), uint64(p.PostList), uint64(p.TxDepth)
-	iters := uint64(p.Iters)
+	cqMod := uint64(p.CQMod)
 	wc := make([]uverbs.WC, 16)
 	var dur *durationClock
 	var nextReport, lastT int64
@@ -636,26 +635,8 @@ func (e *engine) iterBW(size int, infinite bool) error {
 	}
 	for totS < tot || totC < tot || durMode && (infinite || dur.state.Load() != stEnd) {
 		for i := 0; i < nq; i++ {
-			wr := &s.wrs[i][0]
-			for (scnt[i] < iters || durMode) && scnt[i]-ccnt[i]+postList <= txDepth {
-				if postList == 1 && scnt[i]%cqMod == 0 && cqMod > 1 && !(scnt[i] == iters-1 && !durMode) {
-					wr.Flags &^= uverbs.SendSignaled
-				}
-				if !p.NoPeak {
-					e.tposted[totS] = e.now()
-				}
-				if dur != nil && dur.state.Load() == stEnd {
-					break
-				}
-				if n, err := e.qps[i].PostSend(s.wrs[i]); err != nil || n != len(s.wrs[i]) {
-					return fmt.Errorf("Couldn't post send: qp %d scnt=%d: %v", i, scnt[i], err)
-				}
-				e.advance(s, i, size, scnt[i])
-				scnt[i] += postList
-				totS += postList
-				if postList == 1 && (scnt[i]%cqMod == cqMod-1 || (!durMode && scnt[i] == iters-1)) {
-					wr.Flags |= uverbs.SendSignaled
-				}
+			if err := e.fillSQ(i, s, size, scnt, ccnt, &totS, dur); err != nil {
+				return err
 			}
 		}
 		if totC < tot || durMode && totC < totS {
@@ -720,6 +701,36 @@ func (s *stallWatch) stalled(e *engine, count uint64) bool {
 		return false
 	}
 	return now-s.last > 60e9
+}
+
+// fillSQ is run_iter_bw's inner loop for QP i: post while the QP has room
+// in its TX depth, signalling every cq_mod-th work request and the last.
+func (e *engine) fillSQ(i int, s *wrSet, size int, scnt, ccnt []uint64, totS *uint64, dur *durationClock) error {
+	p := e.p
+	durMode := p.Duration != 0
+	cqMod, postList, txDepth, iters := uint64(p.CQMod), uint64(p.PostList), uint64(p.TxDepth), uint64(p.Iters)
+	wr := &s.wrs[i][0]
+	for (scnt[i] < iters || durMode) && scnt[i]-ccnt[i]+postList <= txDepth {
+		if postList == 1 && scnt[i]%cqMod == 0 && cqMod > 1 && !(scnt[i] == iters-1 && !durMode) {
+			wr.Flags &^= uverbs.SendSignaled
+		}
+		if !p.NoPeak {
+			e.tposted[*totS] = e.now()
+		}
+		if dur != nil && dur.state.Load() == stEnd {
+			break
+		}
+		if n, err := e.qps[i].PostSend(s.wrs[i]); err != nil || n != len(s.wrs[i]) {
+			return fmt.Errorf("Couldn't post send: qp %d scnt=%d: %v", i, scnt[i], err)
+		}
+		e.advance(s, i, size, scnt[i])
+		scnt[i] += postList
+		*totS += postList
+		if postList == 1 && (scnt[i]%cqMod == cqMod-1 || (!durMode && scnt[i] == iters-1)) {
+			wr.Flags |= uverbs.SendSignaled
+		}
+	}
+	return nil
 }
 
 // reportWindow prints one --run_infinitely line.
@@ -836,7 +847,7 @@ func (e *engine) iterBi(size int) error {
 		posted[i] = uint64(p.RxDepth)
 	}
 	var totS, totC, totR uint64
-	cqMod, postList, txDepth, iters := uint64(p.CQMod), uint64(p.PostList), uint64(p.TxDepth), uint64(p.Iters)
+	cqMod, iters := uint64(p.CQMod), uint64(p.Iters)
 	wc := make([]uverbs.WC, 16)
 	before := p.Server == ""
 	var dur *durationClock
@@ -850,26 +861,8 @@ func (e *engine) iterBi(size int) error {
 	stall := stallWatch{last: e.now()}
 	for durMode && (dur == nil || dur.state.Load() != stEnd) || totC < tot || totR < tot {
 		for i := 0; i < nq && !before; i++ {
-			wr := &s.wrs[i][0]
-			for (scnt[i] < iters || durMode) && scnt[i]-ccnt[i]+postList <= txDepth {
-				if postList == 1 && scnt[i]%cqMod == 0 && cqMod > 1 && !(scnt[i] == iters-1 && !durMode) {
-					wr.Flags &^= uverbs.SendSignaled
-				}
-				if !p.NoPeak {
-					e.tposted[totS] = e.now()
-				}
-				if dur != nil && dur.state.Load() == stEnd {
-					break
-				}
-				if n, err := e.qps[i].PostSend(s.wrs[i]); err != nil || n != len(s.wrs[i]) {
-					return fmt.Errorf("Couldn't post send: qp %d scnt=%d: %v", i, scnt[i], err)
-				}
-				e.advance(s, i, size, scnt[i])
-				scnt[i] += postList
-				totS += postList
-				if postList == 1 && (scnt[i]%cqMod == cqMod-1 || (!durMode && scnt[i] == iters-1)) {
-					wr.Flags |= uverbs.SendSignaled
-				}
+			if err := e.fillSQ(i, s, size, scnt, ccnt, &totS, dur); err != nil {
+				return err
 			}
 		}
 		n, err := e.recvCQ.Poll(wc)

@@ -29,22 +29,7 @@ func Write(fd *FD, buf []byte) error {
 	if len(buf) == 0 {
 		return nil
 	}
-	return fd.use(func(raw int) error {
-		for {
-			n, _, e := unix.Syscall(unix.SYS_WRITE, uintptr(raw), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
-			if e == unix.EINTR {
-				continue
-			}
-			runtime.KeepAlive(buf)
-			if e != 0 {
-				return NewErrno(e)
-			}
-			if int(n) != len(buf) {
-				return NewErrno(unix.EIO)
-			}
-			return nil
-		}
-	})
+	return fd.use(func(raw int) error { return write(unix.Syscall, raw, buf) })
 }
 
 // WriteRaw is Write for commands the kernel finishes without sleeping, on
@@ -62,8 +47,13 @@ func WriteRaw(fd *FD, buf []byte) error {
 	if fd.raw < 0 {
 		return NewErrno(unix.EBADF)
 	}
+	return write(unix.RawSyscall, fd.raw, buf)
+}
+
+// write issues write(2) through sc, retrying EINTR; a short write is EIO.
+func write(sc func(trap, a1, a2, a3 uintptr) (uintptr, uintptr, unix.Errno), raw int, buf []byte) error {
 	for {
-		n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd.raw), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+		n, _, e := sc(unix.SYS_WRITE, uintptr(raw), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
 		if e == unix.EINTR {
 			continue
 		}
