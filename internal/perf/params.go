@@ -144,6 +144,7 @@ type Params struct {
 	Cycles      bool
 	NoPeak      bool
 	PostList    int
+	Notices     []string // what perftest prints on stdout while it parses, in order
 	RecvPostLst int
 	Output      int
 	ReportBoth  bool
@@ -636,11 +637,16 @@ func (p *Params) derive() {
 			p.RxDepth = min(p.Iters, ucMaxRx)
 		}
 	}
-	if p.Size > cqModSizeLim && p.Conn != UD && !p.All && !p.CQModGiven {
-		p.CQMod = 1
+	if p.Size > cqModSizeLim && p.Conn != UD && !p.All {
+		if !p.CQModGiven {
+			p.CQMod = 1
+		} else if p.CQMod > 1 {
+			p.Notices = append(p.Notices, resultLine+"Warning: Large message requested and CQ moderation enabled\nWarning: It can lead to inaccurate results\n")
+		}
 	}
 	if p.PostList > 1 && !p.CQModGiven {
 		p.CQMod = p.PostList
+		p.Notices = append(p.Notices, resultLine+"Post List requested - CQ moderation will be the size of the post list\n")
 	}
 	if p.CQMod > p.TxDepth {
 		p.CQMod = p.TxDepth

@@ -177,3 +177,23 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// What perftest prints while it parses (not errors) comes out the same.
+func TestParseNotices(t *testing.T) {
+	wb := mustTest(t, "write_bw")
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-n", "320", "-l", "4"}, []string{resultLine + "Post List requested - CQ moderation will be the size of the post list\n"}},
+		{[]string{"-s", "4096", "-n", "320", "-l", "4", "-Q", "2"}, nil},
+		{[]string{"-s", "65536", "-Q", "10"}, []string{resultLine + "Warning: Large message requested and CQ moderation enabled\nWarning: It can lead to inaccurate results\n"}},
+		{[]string{"-s", "65536", "-Q", "1"}, nil},
+		{[]string{"-s", "65536"}, nil},
+		{[]string{"-s", "4096", "-Q", "10"}, nil},
+	} {
+		p, err := Parse(wb, "ib_write_bw", tc.args)
+		require.NoError(t, err, "%q", tc.args)
+		assert.Equal(t, tc.want, p.Notices, "%q", tc.args)
+	}
+}

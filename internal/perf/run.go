@@ -39,6 +39,9 @@ func Run(t Test, prog string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "Version: %s\n", Version)
 		return 0
 	}
+	for _, n := range p.Notices {
+		fmt.Fprint(stdout, n)
+	}
 	initClock()
 	e := &engine{p: p, out: stdout, errw: stderr}
 	defer e.close()
