@@ -1,12 +1,12 @@
 #!/bin/sh
 # `make bench-vm`: runs inside the soft-RoCE guest. For each case, Debian's
-# C perftest against itself and ibgo against itself, alternating, ROUNDS
+# C perftest against itself and ibgo against itself, alternating, five
 # times; prints each run's key number and the ibgo/C ratio of the medians.
 # Bandwidth: BW average [MB/s] (higher is better). Latency: t_typical [usec]
 # (lower is better). One rxe device in loopback under TCG: the ratio is the
 # result, the absolute numbers mean little.
 set -e
-ROUNDS=${ROUNDS:-3}
+ROUNDS=5
 cp "$(command -v ibgo)" /tmp/ibgo
 ip=${IBGO_VM_IP:?the guest init exports IBGO_VM_IP}
 gidx=$(ibgo devinfo -v | sed -n "s/.*GID\[ *\([0-9]*\)\]:.*::ffff:$ip, RoCE v2.*/\1/p" | head -n 1)

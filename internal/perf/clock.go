@@ -51,23 +51,41 @@ func initClock() {
 // calibrate measures nanoseconds per counter tick over span, twice, and
 // accepts the mean only when the two agree within 0.2 % (a thread moved
 // between CPUs whose counters differ, or a counter that changes rate, does
-// not).
+// not). Each end of a span is the best of several (monotonic, counter,
+// monotonic) readings, the one whose monotonic bracket is narrowest: a
+// reading the host interrupts (a vCPU descheduled between the two clocks)
+// is not used.
 func calibrate(span time.Duration) (float64, bool) {
 	var r [2]float64
 	for i := range r {
-		t0, c0 := time.Now(), cycles()
-		for time.Since(t0) < span {
+		m0, c0 := pairedReading()
+		for time.Since(epoch)-time.Duration(m0) < span {
 		}
-		c1, t1 := cycles(), time.Now()
-		if c1 <= c0 {
+		m1, c1 := pairedReading()
+		if c1 <= c0 || m1 <= m0 {
 			return 0, false
 		}
-		r[i] = float64(t1.Sub(t0)) / float64(c1-c0)
+		r[i] = float64(m1-m0) / float64(c1-c0)
 	}
 	if math.Abs(r[0]-r[1]) > 0.002*r[0] {
 		return 0, false
 	}
 	return (r[0] + r[1]) / 2, true
+}
+
+// pairedReading returns a monotonic time (ns since epoch) and the counter
+// read at that moment: the midpoint of the narrowest of 8 brackets.
+func pairedReading() (mono int64, tick uint64) {
+	best := int64(math.MaxInt64)
+	for k := 0; k < 8; k++ {
+		a := int64(time.Since(epoch))
+		c := cycles()
+		b := int64(time.Since(epoch))
+		if b-a < best {
+			best, mono, tick = b-a, a+(b-a)/2, c
+		}
+	}
+	return mono, tick
 }
 
 // now is nanoseconds since an arbitrary origin.
