@@ -651,18 +651,8 @@ func (e *engine) iterBW(size int, infinite bool) error {
 				return errPeerGone
 			}
 			for k := 0; k < n; k++ {
-				w := &wc[k]
-				if w.Status != uverbs.WCSuccess {
-					return compErr("client", *w, totS, totC)
-				}
-				ccnt[w.WRID] += cqMod
-				totC += cqMod
-				if !p.NoPeak {
-					if totC > tot {
-						e.tcompleted[tot-1] = e.now()
-					} else {
-						e.tcompleted[totC-1] = e.now()
-					}
+				if err := e.sendDone(&wc[k], ccnt, &totC, totS, tot); err != nil {
+					return err
 				}
 				if dur != nil && dur.state.Load() == stSample || infinite {
 					e.iters += cqMod
@@ -732,6 +722,22 @@ func (e *engine) fillSQ(i int, s *wrSet, size int, scnt, ccnt []uint64, totS *ui
 		if postList == 1 && (scnt[i]%cqMod == cqMod-1 || (!durMode && scnt[i] == iters-1)) {
 			wr.Flags |= uverbs.SendSignaled
 		}
+	}
+	return nil
+}
+
+// sendDone accounts one send completion of the bandwidth loops: it stands
+// for cq_mod work requests of its QP (wr_id), and stamps the completion time
+// for the peak.
+func (e *engine) sendDone(w *uverbs.WC, ccnt []uint64, totC *uint64, totS, tot uint64) error {
+	if w.Status != uverbs.WCSuccess {
+		return compErr("client", *w, totS, *totC)
+	}
+	cqMod := uint64(e.p.CQMod)
+	ccnt[w.WRID] += cqMod
+	*totC += cqMod
+	if !e.p.NoPeak {
+		e.tcompleted[min(*totC, tot)-1] = e.now()
 	}
 	return nil
 }
@@ -850,7 +856,7 @@ func (e *engine) iterBi(size int) error {
 		posted[i] = uint64(p.RxDepth)
 	}
 	var totS, totC, totR uint64
-	cqMod, iters := uint64(p.CQMod), uint64(p.Iters)
+	iters := uint64(p.Iters)
 	wc := make([]uverbs.WC, 16)
 	before := p.Server == ""
 	var dur *durationClock
@@ -904,18 +910,8 @@ func (e *engine) iterBi(size int) error {
 				return err
 			}
 			for k := 0; k < n; k++ {
-				w := &wc[k]
-				if w.Status != uverbs.WCSuccess {
-					return compErr("client", *w, totS, totC)
-				}
-				ccnt[w.WRID] += cqMod
-				totC += cqMod
-				if !p.NoPeak {
-					if totC > tot {
-						e.tcompleted[tot-1] = e.now()
-					} else {
-						e.tcompleted[totC-1] = e.now()
-					}
+				if err := e.sendDone(&wc[k], ccnt, &totC, totS, tot); err != nil {
+					return err
 				}
 			}
 		}
@@ -1009,14 +1005,7 @@ func (e *engine) iterLatWrite(size int) error {
 			}
 		}
 		if scnt < iters || durMode {
-			if p.LatencyGap > 0 {
-				end := e.now() + int64(p.LatencyGap)
-				for e.now() < end {
-				}
-			}
-			if !durMode {
-				e.tposted[scnt] = e.now()
-			}
+			e.stampPost(scnt)
 			scnt++
 			buf[post] = byte(scnt)
 			if _, err := e.qps[0].PostSend(s.wrs[0]); err != nil {
@@ -1027,20 +1016,12 @@ func (e *engine) iterLatWrite(size int) error {
 			break
 		}
 		if ccnt < iters || durMode {
-			for {
-				n, err := e.sendCQ.Poll(wc)
-				if err != nil {
-					return err
-				}
-				if n == 0 && e.peerGone() {
-					return e.peerLeftLat(dur)
-				}
-				if n == 1 {
-					break
-				}
-				if ended() {
-					return e.finishDuration(dur)
-				}
+			if stop, err := e.pollOneSend(wc, ended); err == errPeerGone {
+				return e.peerLeftLat(dur)
+			} else if err != nil {
+				return err
+			} else if stop {
+				return e.finishDuration(dur)
 			}
 			if wc[0].Status != uverbs.WCSuccess {
 				return compErr(map[bool]string{true: "server", false: "client"}[server], wc[0], scnt, ccnt)
@@ -1065,6 +1046,40 @@ func (e *engine) peerLeftLat(dur *durationClock) error {
 		return e.finishDuration(dur)
 	}
 	return errPeerGone
+}
+
+// stampPost waits out --latency_gap, then (without -D) stamps the post of
+// iteration scnt.
+func (e *engine) stampPost(scnt uint64) {
+	if gap := int64(e.p.LatencyGap); gap > 0 {
+		end := e.now() + gap
+		for e.now() < end {
+		}
+	}
+	if e.p.Duration == 0 {
+		e.tposted[scnt] = e.now()
+	}
+}
+
+// pollOneSend spins until the send CQ gives one completion (into wc[0]),
+// the peer is gone (errPeerGone) or, with -D, the clock ends the test
+// (stop). The latency loops have one signalled send outstanding at a time.
+func (e *engine) pollOneSend(wc []uverbs.WC, ended func() bool) (stop bool, err error) {
+	for {
+		n, err := e.sendCQ.Poll(wc[:1])
+		if err != nil {
+			return false, err
+		}
+		if n == 1 {
+			return false, nil
+		}
+		if e.peerGone() {
+			return false, errPeerGone
+		}
+		if ended() {
+			return true, nil
+		}
+	}
 }
 
 func (e *engine) finishDuration(dur *durationClock) error {
@@ -1129,14 +1144,7 @@ func (e *engine) iterLatSend(size int) error {
 			}
 		}
 		if scnt < iters || durMode && !ended() {
-			if p.LatencyGap > 0 {
-				end := e.now() + int64(p.LatencyGap)
-				for e.now() < end {
-				}
-			}
-			if !durMode {
-				e.tposted[scnt] = e.now()
-			}
+			e.stampPost(scnt)
 			scnt++
 			poll := false
 			if scnt%cqMod == 0 || !durMode && scnt == iters {
@@ -1147,20 +1155,10 @@ func (e *engine) iterLatSend(size int) error {
 				return fmt.Errorf("Couldn't post send: scnt=%d: %v", scnt, err)
 			}
 			if poll {
-				for {
-					n, err := e.sendCQ.Poll(swc)
-					if err != nil {
-						return err
-					}
-					if n == 0 && e.peerGone() {
-						return errPeerGone
-					}
-					if n == 1 {
-						break
-					}
-					if ended() {
-						return e.finishDuration(dur)
-					}
+				if stop, err := e.pollOneSend(swc, ended); err != nil {
+					return err
+				} else if stop {
+					return e.finishDuration(dur)
 				}
 				if swc[0].Status != uverbs.WCSuccess {
 					return compErr("client", swc[0], scnt, scnt)
@@ -1191,14 +1189,7 @@ func (e *engine) iterLat(size int) error {
 	wc := make([]uverbs.WC, 1)
 	var scnt uint64
 	for scnt < iters || durMode && !ended() {
-		if p.LatencyGap > 0 {
-			end := e.now() + int64(p.LatencyGap)
-			for e.now() < end {
-			}
-		}
-		if !durMode {
-			e.tposted[scnt] = e.now()
-		}
+		e.stampPost(scnt)
 		scnt++
 		if _, err := e.qps[0].PostSend(s.wrs[0]); err != nil {
 			return fmt.Errorf("Couldn't post send: scnt=%d: %v", scnt, err)
@@ -1206,20 +1197,10 @@ func (e *engine) iterLat(size int) error {
 		if ended() {
 			break
 		}
-		for {
-			n, err := e.sendCQ.Poll(wc)
-			if err != nil {
-				return err
-			}
-			if n == 0 && e.peerGone() {
-				return errPeerGone
-			}
-			if n == 1 {
-				break
-			}
-			if ended() {
-				return e.finishDuration(dur)
-			}
+		if stop, err := e.pollOneSend(wc, ended); err != nil {
+			return err
+		} else if stop {
+			return e.finishDuration(dur)
 		}
 		if wc[0].Status != uverbs.WCSuccess {
 			return compErr("client", wc[0], scnt, scnt)
