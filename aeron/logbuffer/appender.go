@@ -68,10 +68,7 @@ func (a *TermAppender) claim(length int32, activeTermID int32) (termID, termOffs
 func (a *TermAppender) handleEndOfLog(hw *HeaderWriter, termOffset, termID int32) int32 {
 	termLength := int32(len(a.term))
 	if termOffset < termLength {
-		pad := termLength - termOffset
-		hw.Write(a.term, termOffset, pad, termID)
-		le.PutUint16(a.term[termOffset+6:], uint16(protocol.TypePad))
-		FrameLengthOrdered(a.term, termOffset, pad)
+		padFrame(hw, a.term, termOffset, termLength-termOffset, termID)
 	}
 	return AppendFailed
 }

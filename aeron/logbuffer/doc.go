@@ -16,6 +16,7 @@
 // fragmented append, end-of-term padding) and RotateLog for publications;
 // Read (TermReader) for subscriptions; ScanForAvailability (TermScanner)
 // for the sender; Insert (TermRebuilder) and ScanForGap (TermGapScanner)
-// for the receiver. Frames found in a term that break the layout (lengths
+// for the receiver; Unblock (TermUnblocker) for the driver, to pad a claim
+// a publisher never committed. Frames found in a term that break the layout (lengths
 // that overrun the term) are reported as *CorruptFrameError, never read past.
 package logbuffer

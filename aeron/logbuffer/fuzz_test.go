@@ -65,6 +65,19 @@ func FuzzTermScan(f *testing.F) {
 		if gap < offset || gap%FrameAlignment != 0 {
 			t.Fatalf("gap scan from %d returned %d", offset, gap)
 		}
+
+		// The driver unblocks what it finds at a stalled consumer position:
+		// whatever it pads must be a committed frame inside the term.
+		hw, err := NewHeaderWriter(make([]byte, protocol.DataHeaderLength))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := Unblock(&hw, term, offset, int32(maxLen), 1); st != NoAction {
+			l := FrameLengthVolatile(term, offset)
+			if l <= 0 || int64(offset)+int64(l) > int64(n) || !IsPaddingFrame(term, offset) {
+				t.Fatalf("unblock at %d (%v) left a frame of length %d in a %d-byte term", offset, st, l, n)
+			}
+		}
 	})
 }
 

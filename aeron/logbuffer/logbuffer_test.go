@@ -348,12 +348,17 @@ func TestEndOfTermAndRotation(t *testing.T) {
 // (pub-lmt) and cleans each partition once it has read past it. Every
 // message arrives once, intact, and each writer's messages in order. Run
 // with -race to check the commit protocol.
+//
+// A writer delayed between reading the tail and claiming can claim in a
+// term that rotated in under it (TermIDError): that claim is never written,
+// and the reader unblocks it as the driver does after its unblock timeout.
+// Each unblock must be accounted for by such a delayed claim.
 func TestConcurrentAppendAndRead(t *testing.T) {
 	l, hw := newTestLog(t)
 	m := l.Metadata()
 	const writers, perWriter = 4, 3000
 	bits := PositionBitsToShift(testTermLength)
-	var limit atomic.Int64
+	var limit, delayed atomic.Int64
 	limit.Store(testTermLength / 2)
 	var wg sync.WaitGroup
 	for w := 0; w < writers; w++ {
@@ -368,6 +373,9 @@ func TestConcurrentAppendAndRead(t *testing.T) {
 				idx := IndexByTermCount(int64(count))
 				raw := m.RawTailVolatile(idx)
 				termID := TermID(raw)
+				if count != termID-testInitial {
+					continue // rotation in progress: ADMIN_ACTION, as offer returns
+				}
 				if ComputePosition(termID, TermOffset(raw, testTermLength), bits, testInitial) >= limit.Load() {
 					runtime.Gosched() // back pressured
 					continue
@@ -376,6 +384,7 @@ func TestConcurrentAppendAndRead(t *testing.T) {
 				var te *TermIDError
 				switch {
 				case errors.As(err, &te):
+					delayed.Add(1)
 					continue // rotated under us: retry, as offer does after ADMIN_ACTION
 				case err != nil:
 					t.Error(err)
@@ -394,6 +403,11 @@ func TestConcurrentAppendAndRead(t *testing.T) {
 	h := NewHeader(testInitial, testTermLength)
 	var position int64
 	deadline := time.Now().Add(time.Minute)
+	// A claim left unwritten for this long is one a delayed writer gave up
+	// (a live writer commits within microseconds; the driver waits 15 s).
+	const unblockAfter = time.Second
+	stalledSince := time.Now()
+	unblocks := 0
 	for total < writers*perWriter {
 		require.True(t, time.Now().Before(deadline), "reader stalled at position %d with %d messages", position, total)
 		termID := ComputeTermIDFromPosition(position, bits, testInitial)
@@ -413,8 +427,16 @@ func TestConcurrentAppendAndRead(t *testing.T) {
 		if next == testTermLength {
 			clear(l.Term(p)) // read past: clean it for its reuse three terms on
 		}
-		if next == off {
+		if next != off {
+			stalledSince = time.Now()
+		} else if time.Since(stalledSince) < unblockAfter {
 			runtime.Gosched()
+		} else if tail := TermOffset(m.RawTailVolatile(p), testTermLength); TermID(m.RawTailVolatile(p)) == termID && tail > off {
+			if st := Unblock(&hw, l.Term(p), off, tail, termID); st != NoAction {
+				unblocks++
+				t.Logf("unblocked term %d offset %d (%v)", termID, off, st)
+			}
+			stalledSince = time.Now()
 		}
 		limit.Store(position + testTermLength/2)
 	}
@@ -422,6 +444,7 @@ func TestConcurrentAppendAndRead(t *testing.T) {
 	for w := range seen {
 		require.Equal(t, perWriter, seen[w])
 	}
+	require.LessOrEqual(t, int64(unblocks), delayed.Load(), "an unblock not caused by a delayed claim")
 	require.Greater(t, m.ActiveTermCount(), int32(PartitionCount), "the test must rotate through every partition")
 }
 
@@ -592,4 +615,78 @@ func BenchmarkTermRead256(b *testing.B) {
 	if sum == 0 {
 		b.Fatal("nothing read")
 	}
+}
+
+func TestUnblock(t *testing.T) {
+	frame := int32(protocol.AlignedFrameLength(protocol.DataHeaderLength + 64)) // 96
+	setup := func(t *testing.T) (HeaderWriter, []byte) {
+		l, hw := newTestLog(t)
+		a := NewTermAppender(l, 0)
+		for i := 0; i < 4; i++ {
+			_, err := a.AppendUnfragmentedMessage(&hw, make([]byte, 64), nil, testInitial)
+			require.NoError(t, err)
+		}
+		return hw, l.Term(0)
+	}
+	// readAll reads from offset until no progress: messages delivered and
+	// the offset reached.
+	readAll := func(t *testing.T, term []byte, from int32) (int, int32) {
+		h := NewHeader(testInitial, testTermLength)
+		n, off := 0, from
+		for {
+			_, next, err := Read(term, off, func([]byte, *Header) { n++ }, 100, &h)
+			require.NoError(t, err)
+			if next == off {
+				return n, off
+			}
+			off = next
+		}
+	}
+
+	t.Run("uncommitted header keeps its length", func(t *testing.T) {
+		hw, term := setup(t)
+		hw.Write(term, frame, 90, testInitial) // header written, never committed
+		n, off := readAll(t, term, 0)
+		require.Equal(t, 1, n)
+		require.Equal(t, frame, off)
+		require.Equal(t, Unblocked, Unblock(&hw, term, frame, 4*frame, testInitial))
+		require.True(t, IsPaddingFrame(term, frame))
+		require.Equal(t, int32(90), FrameLengthVolatile(term, frame))
+		n, off = readAll(t, term, off)
+		require.Equal(t, 2, n, "the frames behind the padding are delivered")
+		require.Equal(t, 4*frame, off)
+	})
+	t.Run("zeroed claims padded to the next frame", func(t *testing.T) {
+		hw, term := setup(t)
+		clear(term[frame : 3*frame]) // two claims never written
+		require.Equal(t, Unblocked, Unblock(&hw, term, frame, 4*frame, testInitial))
+		require.True(t, IsPaddingFrame(term, frame))
+		require.Equal(t, 2*frame, FrameLengthVolatile(term, frame))
+		require.Equal(t, int32(testInitial), int32(le.Uint32(term[frame+20:])), "term id in the padding")
+		require.Equal(t, frame, int32(le.Uint32(term[frame+8:])), "term offset in the padding")
+		n, off := readAll(t, term, 0)
+		require.Equal(t, 2, n)
+		require.Equal(t, 4*frame, off)
+	})
+	t.Run("zeroed to the end of the term", func(t *testing.T) {
+		hw, term := setup(t)
+		clear(term[3*frame : 4*frame])
+		require.Equal(t, UnblockedToEnd, Unblock(&hw, term, 3*frame, testTermLength, testInitial))
+		require.Equal(t, testTermLength-3*frame, FrameLengthVolatile(term, 3*frame))
+		_, off := readAll(t, term, 0)
+		require.Equal(t, int32(testTermLength), off)
+	})
+	t.Run("nothing to do", func(t *testing.T) {
+		hw, term := setup(t)
+		before := bytes.Clone(term)
+		require.Equal(t, NoAction, Unblock(&hw, term, frame, 4*frame, testInitial), "a committed frame")
+		require.Equal(t, NoAction, Unblock(&hw, term, 4*frame, 5*frame, testInitial), "zeroed up to a tail short of the end: a claim may still be written")
+		require.Equal(t, NoAction, Unblock(&hw, term, frame+8, 4*frame, testInitial), "unaligned")
+		require.Equal(t, NoAction, Unblock(&hw, term, -32, 4*frame, testInitial), "negative")
+		require.Equal(t, NoAction, Unblock(&hw, term, testTermLength, testTermLength, testInitial), "at the end")
+		le.PutUint32(term[4*frame:], uint32(0x80000000)) // corrupt: -2^31
+		require.Equal(t, NoAction, Unblock(&hw, term, 4*frame, 5*frame, testInitial), "a length that runs off the term")
+		le.PutUint32(term[4*frame:], 0)
+		require.Equal(t, before, term)
+	})
 }
