@@ -259,6 +259,7 @@ func TestRingBufferConcurrentProducers(t *testing.T) {
 				le.PutUint32(msg[4:], uint32(i))
 				if p%2 == 0 {
 					if err := rb.Write(int32(100+p), msg); errors.Is(err, ErrInsufficientCapacity) {
+						runtime.Gosched() // full: let the reader drain it
 						continue
 					} else if err != nil {
 						t.Error(err)
@@ -267,6 +268,7 @@ func TestRingBufferConcurrentProducers(t *testing.T) {
 				} else {
 					idx, err := rb.TryClaim(int32(100+p), len(msg))
 					if errors.Is(err, ErrInsufficientCapacity) {
+						runtime.Gosched()
 						continue
 					}
 					copy(rb.Buffer()[idx:], msg)
@@ -293,6 +295,9 @@ func TestRingBufferConcurrentProducers(t *testing.T) {
 		require.NoError(t, err)
 		if n == 0 && done.Load() && rb.Size() == 0 {
 			break
+		}
+		if n == 0 {
+			runtime.Gosched()
 		}
 	}
 	require.Equal(t, producers*each, total)
