@@ -186,3 +186,22 @@ func TestGoldenOutput(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteFileAtomic: the JSON file appears whole or not at all, replaces
+// what was there, and leaves no temporary file behind.
+func TestWriteFileAtomic(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "out.json")
+	require.NoError(t, os.WriteFile(name, []byte("a longer earlier content\n"), 0o600))
+	require.NoError(t, writeFileAtomic(name, []byte("[]\n")))
+	b, err := os.ReadFile(name)
+	require.NoError(t, err)
+	require.Equal(t, "[]\n", string(b))
+	fi, err := os.Stat(name)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o644), fi.Mode().Perm())
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "a temporary file was left behind")
+	require.Error(t, writeFileAtomic(filepath.Join(dir, "missing", "out.json"), []byte("x")))
+}

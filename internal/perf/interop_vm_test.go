@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -478,14 +479,20 @@ func TestIbgoPairs(t *testing.T) {
 // ibgoPair runs server and client of test in this process.
 func ibgoPair(t *testing.T, vm testutil.VMInfo, test Test, args []string) (srv, cli side) {
 	t.Helper()
+	return ibgoPairArgs(t, vm, test, args, args)
+}
+
+// ibgoPairArgs is ibgoPair with different extra arguments for each side.
+func ibgoPairArgs(t *testing.T, vm testutil.VMInfo, test Test, srvArgs, cliArgs []string) (srv, cli side) {
+	t.Helper()
 	nextPort++
-	common := append([]string{"-d", vm.Dev, "-x", strconv.Itoa(gid(t, vm)), "-p", strconv.Itoa(nextPort)}, args...)
+	common := []string{"-d", vm.Dev, "-x", strconv.Itoa(gid(t, vm)), "-p", strconv.Itoa(nextPort)}
 	done := make(chan side, 1)
-	go func() { done <- goSide(test, common) }()
+	go func() { done <- goSide(test, append(slices.Clone(common), srvArgs...)) }()
 	for !listening(nextPort) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	cli = goSide(test, append(common, vm.IP))
+	cli = goSide(test, append(append(slices.Clone(common), cliArgs...), vm.IP))
 	select {
 	case srv = <-done:
 	case <-time.After(60 * time.Second):
@@ -521,17 +528,23 @@ func TestJSONOutput(t *testing.T) {
 	}
 
 	lat, _ := TestByName("send_lat")
-	file := filepath.Join(t.TempDir(), "lat.json")
-	srv, cli = ibgoPair(t, vm, lat, []string{"-n", "200", "--out_json_file", file})
+	dir := t.TempDir()
+	srvFile, file := filepath.Join(dir, "lat-server.json"), filepath.Join(dir, "lat.json")
+	srv, cli = ibgoPairArgs(t, vm, lat, []string{"-n", "200", "--out_json_file", srvFile}, []string{"-n", "200", "--out_json_file", file})
 	require.Equal(t, 0, srv.code, "server: %s", srv)
 	require.Equal(t, 0, cli.code, "client: %s", cli)
 	require.Len(t, resultRows(cli.stdout), 1, "the table still prints:\n%s", cli.stdout)
-	b, err := os.ReadFile(file)
-	require.NoError(t, err)
-	var recs []Record
-	require.NoError(t, json.Unmarshal(b, &recs), "%s", b)
-	require.Len(t, recs, 1)
-	r := recs[0]
+	readRecords := func(name string) []Record {
+		b, err := os.ReadFile(name)
+		require.NoError(t, err)
+		var recs []Record
+		require.NoError(t, json.Unmarshal(b, &recs), "%s: %s", name, b)
+		require.Len(t, recs, 1, name)
+		return recs
+	}
+	require.Equal(t, "server", readRecords(srvFile)[0].Role)
+	r := readRecords(file)[0]
+	require.Equal(t, "client", r.Role)
 	require.Equal(t, "usec", r.LatUnit)
 	for _, k := range []string{"t_min", "t_max", "t_typical", "t_avg", "t_stdev", "p99", "p99_9"} {
 		_, ok := r.Lat[k]

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -507,7 +508,10 @@ func (e *engine) emitJSON(r Record) {
 	fmt.Fprintf(e.out, "%s\n", b)
 }
 
-// writeJSONFile writes every record as one JSON array (--out_json).
+// writeJSONFile writes every record as one JSON array (--out_json). The
+// file is written beside its final name and renamed into place, so a reader
+// never sees half of it and two runs given the same name (both sides of a
+// test on one host) leave one whole file, not an interleaving of both.
 func (e *engine) writeJSONFile() error {
 	if e.p.JSONFile == "" {
 		return nil
@@ -516,7 +520,29 @@ func (e *engine) writeJSONFile() error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(e.p.JSONFile, append(b, '\n'), 0o644)
+	return writeFileAtomic(e.p.JSONFile, append(b, '\n'))
+}
+
+func writeFileAtomic(name string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, name)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 // cpuUtil mirrors --cpu_util: the aggregate /proc/stat user time over user
