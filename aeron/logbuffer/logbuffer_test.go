@@ -427,12 +427,13 @@ func TestConcurrentAppendAndRead(t *testing.T) {
 		if next == testTermLength {
 			clear(l.Term(p)) // read past: clean it for its reuse three terms on
 		}
-		if next != off {
+		switch raw := m.RawTailVolatile(p); {
+		case next != off:
 			stalledSince = time.Now()
-		} else if time.Since(stalledSince) < unblockAfter {
+		case time.Since(stalledSince) < unblockAfter || TermID(raw) != termID || TermOffset(raw, testTermLength) <= off:
 			runtime.Gosched()
-		} else if tail := TermOffset(m.RawTailVolatile(p), testTermLength); TermID(m.RawTailVolatile(p)) == termID && tail > off {
-			if st := Unblock(&hw, l.Term(p), off, tail, termID); st != NoAction {
+		default: // stalled with the tail beyond: a claim nobody will write
+			if st := Unblock(&hw, l.Term(p), off, TermOffset(raw, testTermLength), termID); st != NoAction {
 				unblocks++
 				t.Logf("unblocked term %d offset %d (%v)", termID, off, st)
 			}

@@ -34,7 +34,8 @@ func (s UnblockStatus) String() string {
 // (TermIDError) and so will never be written.
 //
 // blockedOffset is where consumers stopped, tailOffset the partition's tail
-// (clamped to the term length) and termID the term the partition holds.
+// offset (values past the term's end are treated as its end) and termID the
+// term the partition holds.
 //
 // A negative frame length at blockedOffset is a header written but not
 // committed; its length is kept. A zero frame length is padded up to the

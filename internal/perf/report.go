@@ -523,6 +523,8 @@ func (e *engine) writeJSONFile() error {
 	return writeFileAtomic(e.p.JSONFile, append(b, '\n'))
 }
 
+// writeFileAtomic writes b to a temporary file in name's directory and
+// renames it to name (mode 0644, whatever the umask).
 func writeFileAtomic(name string, b []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
 	if err != nil {
