@@ -5,9 +5,16 @@
 # Bandwidth: BW average [MB/s] (higher is better). Latency: t_typical [usec]
 # (lower is better). One rxe device in loopback under TCG: the ratio is the
 # result, the absolute numbers mean little.
+#
+# With a second ibgo binary at /out/ibgo-before (`make bench-vm
+# BENCH_BEFORE=<dir holding ibgo-before>`), that build joins the rotation
+# (C, before, ibgo) so a change is measured against its predecessor in the
+# same guest and the same run; the table then also prints before/C.
 set -e
-ROUNDS=5
+ROUNDS=${BENCH_ROUNDS:-5}
 cp "$(command -v ibgo)" /tmp/ibgo
+before=""
+[ -x /out/ibgo-before ] && { cp /out/ibgo-before /tmp/ibgo-before; before=/tmp/ibgo-before; }
 ip=${IBGO_VM_IP:?the guest init exports IBGO_VM_IP}
 gidx=$(ibgo devinfo -v | sed -n "s/.*GID\[ *\([0-9]*\)\]:.*::ffff:$ip, RoCE v2.*/\1/p" | head -n 1)
 [ -n "$gidx" ] || { echo "no RoCE v2 GID for $ip on rxe0"; exit 1; }
@@ -26,7 +33,11 @@ waitport() {
 one() {
 	impl=$1 test=$2 col=$3; shift 3
 	port=$((port + 1))
-	if [ "$impl" = c ]; then bin="ib_$test"; else bin="/tmp/ibgo perf $test"; fi
+	case $impl in
+	c) bin="ib_$test" ;;
+	before) bin="$before perf $test" ;;
+	*) bin="/tmp/ibgo perf $test" ;;
+	esac
 	$bin -d rxe0 -x "$gidx" -p $port "$@" > /tmp/b.srv 2>&1 &
 	srv=$!
 	waitport $port
@@ -40,16 +51,23 @@ median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR]=$1} END {print v[int((NR
 # case NAME TEST COLUMN KIND ARGS...
 bench() {
 	name=$1 test=$2 col=$3 kind=$4; shift 4
-	cs="" gs=""
+	cs="" gs="" bs=""
 	r=0
 	while [ $r -lt "$ROUNDS" ]; do
 		cs="$cs $(one c "$test" "$col" "$@")"
+		[ -z "$before" ] || bs="$bs $(one before "$test" "$col" "$@")"
 		gs="$gs $(one go "$test" "$col" "$@")"
 		r=$((r + 1))
 	done
 	cm=$(echo "$cs" | median) gm=$(echo "$gs" | median)
 	ratio=$(awk -v g="$gm" -v c="$cm" 'BEGIN {printf "%.2f", g / c}')
 	printf '%-28s %-9s C:%-26s ibgo:%-26s ibgo/C %s\n' "$name" "$kind" "$cs" "$gs" "$ratio"
+	if [ -n "$before" ]; then
+		bm=$(echo "$bs" | median)
+		printf '%-28s %-9s before:%-26s before/C %s  ibgo/before %s\n' "" "" "$bs" \
+			"$(awk -v b="$bm" -v c="$cm" 'BEGIN {printf "%.2f", b / c}')" \
+			"$(awk -v g="$gm" -v b="$bm" 'BEGIN {printf "%.2f", g / b}')"
+	fi
 }
 
 echo "perftest (Debian, C) vs ibgo perf on rxe0, $ROUNDS rounds each, medians compared"
