@@ -25,6 +25,17 @@ func ReplaceBlock(doc, name, content string) (string, error) {
 	return doc[:i+len(begin)] + "\n" + content + doc[j:], nil
 }
 
+// row writes one Markdown table row; a | inside a cell (a regexp) is escaped
+// so that it does not end the cell.
+func row(b *strings.Builder, cells ...string) {
+	for _, c := range cells {
+		b.WriteString("| ")
+		b.WriteString(strings.ReplaceAll(c, "|", `\|`))
+		b.WriteString(" ")
+	}
+	b.WriteString("|\n")
+}
+
 func code(ps []string) string {
 	if len(ps) == 0 {
 		return "—"
@@ -42,7 +53,7 @@ func RenderRules(r Rules) string {
 	b.WriteString("Layers (a package belongs to the first row that matches it; `x/...` is x and everything under it):\n\n")
 	b.WriteString("| layer | packages | may import (in this module) | never depends on, even indirectly | why |\n|---|---|---|---|---|\n")
 	for _, l := range r.Layers {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", l.Name, code(l.Packages), code(l.MayImport), code(l.NeverDependsOn), l.Why)
+		row(&b, l.Name, code(l.Packages), code(l.MayImport), code(l.NeverDependsOn), l.Why)
 	}
 	b.WriteString("\nThe kernel boundary (non-test code; tests may use anything):\n\n")
 	b.WriteString("| import | allowed in | elsewhere | why |\n|---|---|---|---|\n")
@@ -51,12 +62,12 @@ func RenderRules(r Rules) string {
 		if rs.NamesOnly != nil {
 			elsewhere = "only names matching `" + rs.NamesOnly.String() + "`"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", rs.Import, code(rs.AllowedIn), elsewhere, rs.Why)
+		row(&b, "`"+rs.Import+"`", code(rs.AllowedIn), elsewhere, rs.Why)
 	}
 	b.WriteString("\nPackages that must link others (a direct non-test import):\n\n")
 	b.WriteString("| package | must import | why |\n|---|---|---|\n")
 	for _, l := range r.Links {
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", l.Package, code(l.Imports), l.Why)
+		row(&b, "`"+l.Package+"`", code(l.Imports), l.Why)
 	}
 	return b.String()
 }
@@ -72,7 +83,7 @@ func RenderGraph(g *Graph, r Rules) string {
 		if l := r.LayerOf(p); l != nil {
 			layer = l.Name
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", p, layer, code(g.Imports(p)), restricted(g.Packages[p], r))
+		row(&b, "`"+p+"`", layer, code(g.Imports(p)), restricted(g.Packages[p], r))
 	}
 	return b.String()
 }
