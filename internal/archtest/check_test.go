@@ -73,6 +73,9 @@ func target() map[string][]Import {
 		"hwtest/pingpong.go":           {in("uverbs"), in("perftest")},
 		"hwtest/vm/main.go":            {in("hwtest/vm/harness"), ext("syscall", "SIGTERM", "Signal")},
 		"hwtest/vm/harness/harness.go": {ext("os/exec", "Command")},
+		"mlx5/uar.go":                  {in("internal/sys"), ext("syscall", "PROT_WRITE", "MAP_SHARED")},
+		"deploy/ship/main.go":          {in("internal/release")},
+		"internal/release/release.go":  {ext("archive/tar", "NewWriter")},
 	}
 }
 
@@ -176,6 +179,16 @@ func TestCheckCatchesEachRule(t *testing.T) {
 			name: "syscall call in the harness",
 			edit: func(f map[string][]Import) { f["hwtest/vm/bad.go"] = []Import{ext("syscall", "SIGINT", "Kill")} },
 			rule: "import syscall", file: "hwtest/vm/bad.go", line: 20, contains: "hwtest/vm uses syscall.Kill",
+		},
+		{
+			name: "syscall type in perftest",
+			edit: func(f map[string][]Import) { f["perftest/alive.go"] = []Import{ext("syscall", "SIGPIPE", "RawConn")} },
+			rule: "import syscall", file: "perftest/alive.go", line: 20, contains: "perftest uses syscall.RawConn",
+		},
+		{
+			name: "deploy tooling imports uverbs",
+			edit: func(f map[string][]Import) { f["deploy/ship/bad.go"] = []Import{in("uverbs")} },
+			rule: "layer deploy", file: "deploy/ship/bad.go", line: 3, contains: "deploy/ship imports uverbs",
 		},
 		{
 			name: "syscall dot import",

@@ -107,6 +107,12 @@ var Default = Rules{
 			Why:       "programs sit on top and may use every library; nothing imports a program",
 		},
 		{
+			Name:      "deploy",
+			Packages:  []string{"deploy/..."},
+			MayImport: []string{"deploy/...", "internal/..."},
+			Why:       "release and deployment tooling (image packer, manifests) builds artefacts and links no verbs or Aeron code; nothing imports it",
+		},
+		{
 			Name:      "hwtest",
 			Packages:  []string{"hwtest/..."},
 			MayImport: []string{"hwtest/...", "aeron/...", "perftest/...", "cm/...", "uverbs", "rxe", "mlx5", "internal/..."},
@@ -129,9 +135,9 @@ var Default = Rules{
 		{
 			Import:    "syscall",
 			AllowedIn: []string{"internal/sys", "internal/mmio"},
-			NamesOnly: regexp.MustCompile(`^(SIG[A-Z0-9]+|E[A-Z0-9]+|Signal|Errno)$`),
-			Why:       "syscall's functions and fd types are system calls by another name; its signal numbers and errno values are only names",
-			Fix:       "outside internal/sys use syscall only for signal numbers and errno values (syscall.SIGTERM, syscall.Signal, syscall.EINVAL, syscall.Errno); fds, RawConn, reads and mmaps go through internal/sys",
+			NamesOnly: regexp.MustCompile(`^([A-Z][A-Z0-9_]*|Signal|Errno)$`),
+			Why:       "syscall's functions and fd types (RawConn, Sockaddr...) are system calls by another name; its constants (signal numbers, errno values, flags) and the Signal and Errno types are only names",
+			Fix:       "outside internal/sys use syscall only for constants and the Signal and Errno types (syscall.SIGTERM, syscall.EINVAL, syscall.MAP_SHARED, syscall.Signal, syscall.Errno); fds, RawConn, polls, reads and mmaps go through internal/sys (add the wrapper there if it is missing)",
 		},
 		{
 			Import: "C",
