@@ -74,7 +74,7 @@ func RenderRules(r Rules) string {
 
 // RenderGraph renders the module's import graph as Markdown: each package,
 // its layer, the in-module packages it imports and the restricted imports its
-// non-test files use.
+// non-test files use (with, for syscall outside internal/sys, the names).
 func RenderGraph(g *Graph, r Rules) string {
 	var b strings.Builder
 	b.WriteString("| package | layer | imports (in this module) | boundary imports |\n|---|---|---|---|\n")
@@ -89,7 +89,7 @@ func RenderGraph(g *Graph, r Rules) string {
 }
 
 // restricted lists the restricted imports a package's files use; for a
-// names-only import, the names used.
+// names-only import outside the packages allowed everything, the names used.
 func restricted(pkg *Package, r Rules) string {
 	names := map[string]map[string]bool{}
 	for _, f := range pkg.Files {
@@ -101,7 +101,7 @@ func restricted(pkg *Package, r Rules) string {
 				if names[imp.Path] == nil {
 					names[imp.Path] = map[string]bool{}
 				}
-				if rs.NamesOnly != nil {
+				if rs.NamesOnly != nil && !matchAny(rs.AllowedIn, pkg.Path) {
 					for _, ref := range imp.Refs {
 						names[imp.Path][ref.Name] = true
 					}

@@ -135,9 +135,9 @@ var Default = Rules{
 		{
 			Import:    "syscall",
 			AllowedIn: []string{"internal/sys", "internal/mmio"},
-			NamesOnly: regexp.MustCompile(`^([A-Z][A-Z0-9_]*|Signal|Errno)$`),
-			Why:       "syscall's functions and fd types (RawConn, Sockaddr...) are system calls by another name; its constants (signal numbers, errno values, flags) and the Signal and Errno types are only names",
-			Fix:       "outside internal/sys use syscall only for constants and the Signal and Errno types (syscall.SIGTERM, syscall.EINVAL, syscall.MAP_SHARED, syscall.Signal, syscall.Errno); fds, RawConn, polls, reads and mmaps go through internal/sys (add the wrapper there if it is missing)",
+			NamesOnly: regexp.MustCompile(`^([A-Z][A-Z0-9_]*|Signal|Errno|Conn|RawConn)$`),
+			Why:       "a system call needs one of syscall's functions; its constants (signal numbers, errno values, flags), the Signal and Errno types, and Conn/RawConn (to hand a net.Conn's descriptor to internal/sys) are only names",
+			Fix:       "outside internal/sys use syscall only for constants and the Signal, Errno, Conn and RawConn types (syscall.SIGTERM, syscall.EINVAL, syscall.MAP_SHARED); the call itself (read, poll, setsockopt, mmap, RawConn.Control's body) goes in internal/sys (add the wrapper there if it is missing)",
 		},
 		{
 			Import: "C",
