@@ -6,7 +6,8 @@ import (
 	"strings"
 )
 
-// Violation is one place where the tree breaks a rule.
+// Violation is one place where the tree breaks a rule. It is a value; copies
+// are independent.
 type Violation struct {
 	Rule    string // the layer or the restricted import, e.g. "layer uverbs", "import unsafe"
 	Package string // module-relative

@@ -16,6 +16,6 @@
 //
 //	go test ./internal/archtest -update
 //
-// Nothing here is safe or unsafe for concurrent use in any interesting way:
-// Load and Check share no state and may be called from any goroutine.
+// Load, Check and the Render functions share no state and may be called from
+// any goroutine.
 package archtest

@@ -20,7 +20,9 @@ import (
 	"strings"
 )
 
-// Graph is the non-test import graph of one module.
+// Graph is the non-test import graph of one module. Load builds it and
+// nothing changes it afterwards, so any number of goroutines may read it
+// (Check, Render*) concurrently; so are Package, File, Import and Ref, its parts.
 type Graph struct {
 	Module   string              // module path, e.g. github.com/ibgo/ibgo
 	Packages map[string]*Package // by module-relative path ("." for the module root)

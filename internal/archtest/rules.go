@@ -39,7 +39,8 @@ type Link struct {
 	Why     string
 }
 
-// Rules is the complete rule set Check applies.
+// Rules is the complete rule set Check applies. Rules and its rows are plain
+// data: safe for concurrent reads, and Check never modifies them.
 type Rules struct {
 	Layers       []Layer
 	Restrictions []Restriction
