@@ -8,7 +8,7 @@ VM       = $(GO) run ./hwtest/vm
 
 export CGO_ENABLED = 0
 
-.PHONY: all build test test-unit test-vm test-vm-one demo bench-vm lint cross fuzz test-race image clean
+.PHONY: all build test test-unit test-race boundary archdoc test-vm test-vm-one demo bench-vm lint cross fuzz image clean
 
 all: build
 
@@ -17,12 +17,28 @@ build:
 	$(GO) build ./...
 	$(GO) build -trimpath -o bin/ibgo ./cmd/ibgo
 
-## test: unit tests, then the VM tier (soft-RoCE in qemu) on each of $(KERNELS)
-test: test-unit test-vm
+## test: unit tests, the unit tier again under the race detector, then the VM tier
+## (soft-RoCE in qemu) on each of $(KERNELS)
+test: test-unit test-race test-vm
 
-## test-unit: every package's tests on this machine (VM-tier tests skip and say why)
+## test-unit: every package's tests on this machine (VM-tier tests skip and say why);
+## includes the architecture check (internal/archtest, see `make boundary`)
 test-unit:
 	$(GO) test -count=1 ./...
+
+## test-race: the unit tier under the race detector. The race detector needs cgo:
+## this is the one place cgo is enabled (gcc; .ci/run installs it).
+test-race:
+	CGO_ENABLED=1 $(GO) test -race -count=1 ./...
+
+## boundary: only the architecture check: the layer rules, the kernel boundary and
+## docs/architecture.md's generated tables (internal/archtest/rules.go)
+boundary:
+	$(GO) test -count=1 -run 'TestBoundary|TestArchitectureDoc' ./internal/archtest
+
+## archdoc: regenerate docs/architecture.md's rule tables and import graph from the tree
+archdoc:
+	$(GO) test -count=1 -run TestArchitectureDoc ./internal/archtest -update
 
 ## test-vm: the VM tier; REQUIRE_VM=1 turns any VM-tier skip into a failure.
 ## One guest on each of $(KERNELS), then two guests (two-node tests) on $(KERNEL).
@@ -56,10 +72,14 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-## cross: build and vet (which compiles the tests) for linux/arm64
+## cross: build and vet (which compiles the tests) for linux/arm64 and darwin/arm64
+## (on macOS the verbs packages must build and fail only at run time, so that
+## programs using the aeron packages build there)
 cross:
 	GOOS=linux GOARCH=arm64 $(GO) build ./...
 	GOOS=linux GOARCH=arm64 $(GO) vet ./...
+	GOOS=darwin GOARCH=arm64 $(GO) build ./...
+	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
 
 ## fuzz: run every Fuzz target for $(FUZZTIME) each, one at a time
 fuzz:
@@ -69,10 +89,6 @@ fuzz:
 			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10s $$pkg || exit 1; \
 		done; \
 	done
-
-## test-race: the race detector needs cgo; only here is it enabled
-test-race:
-	CGO_ENABLED=1 $(GO) test -race -count=1 ./aeron/... ./internal/...
 
 clean:
 	rm -rf bin

@@ -41,3 +41,9 @@ func FuzzPingPongDest(f *testing.F) {
 		require.Equal(t, e, back)
 	})
 }
+
+// The suite links every provider (providers.go), so a ConnectX host and an
+// rxe host both find theirs.
+func TestEveryProviderLinked(t *testing.T) {
+	require.Equal(t, []string{"mlx5", "rxe"}, uverbs.Providers())
+}

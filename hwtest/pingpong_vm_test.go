@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibgo/ibgo/internal/testutil"
-	_ "github.com/ibgo/ibgo/rxe"
 	"github.com/ibgo/ibgo/uverbs"
 )
 
