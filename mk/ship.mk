@@ -1,0 +1,45 @@
+# Release artefacts (docs/deploy.md). Included from the Makefile:
+#     include mk/ship.mk
+# Standalone: make -f Makefile -f mk/ship.mk dist
+GO ?= go
+
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# The build date is the commit's time (or SOURCE_DATE_EPOCH), not the clock's,
+# so building one commit twice gives byte-identical tarballs and image digests.
+BUILD_DATE ?= $(shell if [ -n "$$SOURCE_DATE_EPOCH" ]; then date -u -d "@$$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ; \
+	else TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u +%Y-%m-%dT%H:%M:%SZ; fi)
+SOURCE_URL ?= https://github.com/ibgo/ibgo
+DIST       ?= dist
+DIST_ARCHS ?= amd64 arm64
+# -s -w drop the symbol table and DWARF (panics still print file:line).
+DIST_LDFLAGS = -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILD_DATE)
+SHIP = CGO_ENABLED=0 $(GO) run ./deploy/ship
+
+.PHONY: dist dist-bin image-oci test-image
+
+## dist: static ibgo for linux/{amd64,arm64} with version/commit/date embedded,
+## tarballs with the perftest links, and $(DIST)/SHA256SUMS
+dist: dist-bin
+	$(SHIP) dist -version $(VERSION) -date $(BUILD_DATE) -out $(DIST) \
+		$(foreach a,$(DIST_ARCHS),-bin linux/$(a)=$(DIST)/linux-$(a)/ibgo)
+
+dist-bin:
+	@for a in $(DIST_ARCHS); do \
+		echo "== ibgo $(VERSION) linux/$$a"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags '$(DIST_LDFLAGS)' \
+			-o $(DIST)/linux-$$a/ibgo ./cmd/ibgo || exit 1; \
+	done
+
+## image-oci: multi-arch OCI image (from scratch, user 65532) as the layout
+## $(DIST)/ibgo-oci and the archive $(DIST)/ibgo-$(VERSION)-oci.tar, no daemon
+image-oci: dist-bin
+	$(SHIP) image -version $(VERSION) -revision $(COMMIT) -source $(SOURCE_URL) -date $(BUILD_DATE) \
+		-layout $(DIST)/ibgo-oci -archive $(DIST)/ibgo-$(VERSION)-oci.tar \
+		$(foreach a,$(DIST_ARCHS),-bin linux/$(a)=$(DIST)/linux-$(a)/ibgo)
+
+## test-image: build the image, then inspect it with skopeo and unpack it with
+## umoci (Debian packages skopeo, umoci); REQUIRE_IMAGE_TOOLS=1 fails if missing
+test-image: image-oci
+	IBGO_OCI_LAYOUT=$(CURDIR)/$(DIST)/ibgo-oci IBGO_OCI_VERSION=$(VERSION) IBGO_OCI_REVISION=$(COMMIT) \
+		REQUIRE_IMAGE_TOOLS=1 CGO_ENABLED=0 $(GO) test -count=1 -run 'TestImage' ./deploy/ship
