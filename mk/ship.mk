@@ -16,13 +16,28 @@ DIST_ARCHS ?= amd64 arm64
 DIST_LDFLAGS = -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILD_DATE)
 SHIP = CGO_ENABLED=0 $(GO) run ./deploy/ship
 
-.PHONY: dist dist-bin image-oci test-image
+.PHONY: dist dist-bin dist-docs image-oci test-image
 
 ## dist: static ibgo for linux/{amd64,arm64} with version/commit/date embedded,
 ## tarballs with the perftest links, and $(DIST)/SHA256SUMS
-dist: dist-bin
+dist: dist-bin dist-docs
 	$(SHIP) dist -version $(VERSION) -date $(BUILD_DATE) -out $(DIST) \
+		-extra share/man/man1/ibgo.1=$(DIST)/share/ibgo.1 \
+		-extra share/bash-completion/completions/ibgo=$(DIST)/share/ibgo.bash \
+		-extra share/zsh/site-functions/_ibgo=$(DIST)/share/_ibgo \
+		-extra share/fish/vendor_completions.d/ibgo.fish=$(DIST)/share/ibgo.fish \
 		$(foreach a,$(DIST_ARCHS),-bin linux/$(a)=$(DIST)/linux-$(a)/ibgo)
+
+# The man page and completion scripts, from this machine's ibgo (they are
+# the same for every architecture).
+dist-docs:
+	@mkdir -p $(DIST)/share
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(DIST)/share/ibgo-host ./cmd/ibgo
+	$(DIST)/share/ibgo-host man > $(DIST)/share/ibgo.1
+	$(DIST)/share/ibgo-host completion bash > $(DIST)/share/ibgo.bash
+	$(DIST)/share/ibgo-host completion zsh > $(DIST)/share/_ibgo
+	$(DIST)/share/ibgo-host completion fish > $(DIST)/share/ibgo.fish
+	@rm -f $(DIST)/share/ibgo-host
 
 dist-bin:
 	@for a in $(DIST_ARCHS); do \

@@ -67,6 +67,7 @@ func init() {
 		Usage: "print ibgo's version, commit, build date, Go version and platform",
 		Description: "Prints what `make dist` embedded at link time (a plain `go build` says \"devel\").\n" +
 			"The same text is printed by `ibgo --version`; --short prints the version alone.\n\n" +
+			"Environment: none.\n\n" +
 			"Example:\n   ibgo version --short",
 		Flags: []cli.Flag{&cli.BoolFlag{Name: "short", Usage: "print only the version"}},
 		Action: func(c *cli.Context) error {

@@ -14,17 +14,26 @@ import (
 
 // TestVersionEmbeddedByLinker links ibgo the way mk/ship.mk does and checks
 // that `ibgo version` and `ibgo --version` print exactly what was embedded.
-func TestVersionEmbeddedByLinker(t *testing.T) {
+const linkedVersion, linkedCommit, linkedDate = "v9.8.7-test.1", "0123456789abcdef0123456789abcdef01234567", "2026-01-02T03:04:05Z"
+
+// linkedIbgo builds ibgo stamped as mk/ship.mk does into a temporary
+// directory and returns that directory (for PATH).
+func linkedIbgo(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("links a binary; -short skips it")
 	}
-	bin := filepath.Join(t.TempDir(), "ibgo")
-	const v, c, d = "v9.8.7-test.1", "0123456789abcdef0123456789abcdef01234567", "2026-01-02T03:04:05Z"
-	build := exec.Command("go", "build", "-trimpath", "-o", bin,
-		"-ldflags", "-s -w -X main.version="+v+" -X main.commit="+c+" -X main.buildDate="+d, ".")
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "ibgo"), "-ldflags",
+		"-s -w -X main.version="+linkedVersion+" -X main.commit="+linkedCommit+" -X main.buildDate="+linkedDate, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	require.NoError(t, err, "go build: %s", out)
+	return dir
+}
+
+func TestVersionEmbeddedByLinker(t *testing.T) {
+	bin := filepath.Join(linkedIbgo(t), "ibgo")
+	const v, c, d = linkedVersion, linkedCommit, linkedDate
 
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		out, err := exec.Command(bin, args...).CombinedOutput()
@@ -35,7 +44,7 @@ func TestVersionEmbeddedByLinker(t *testing.T) {
 		require.Equal(t, "built: "+d, lines[2], "%v", args)
 		require.True(t, strings.HasPrefix(lines[3], "go: go1."), lines[3])
 	}
-	out, err = exec.Command(bin, "version", "--short").Output()
+	out, err := exec.Command(bin, "version", "--short").Output()
 	require.NoError(t, err)
 	require.Equal(t, v+"\n", string(out))
 }

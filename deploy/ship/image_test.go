@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"encoding/json"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -259,3 +260,22 @@ func TestImageArchive(t *testing.T) {
 }
 
 func runtimeIsAmd64() bool { return runtime.GOARCH == "amd64" && runtime.GOOS == "linux" }
+
+func TestDistEntries(t *testing.T) {
+	es := distEntries("ibgo-v1-linux-amd64", []byte("bin"), []release.Entry{
+		release.File("share/man/man1/ibgo.1", 0o644, []byte(".TH")),
+		release.File("share/zsh/site-functions/_ibgo", 0o644, []byte("#compdef")),
+	})
+	got := map[string]os.FileMode{}
+	for _, e := range es {
+		_, dup := got[e.Name]
+		require.False(t, dup, "%s twice", e.Name)
+		got[e.Name] = e.Mode
+	}
+	for _, d := range []string{"ibgo-v1-linux-amd64", "ibgo-v1-linux-amd64/share", "ibgo-v1-linux-amd64/share/man", "ibgo-v1-linux-amd64/share/man/man1", "ibgo-v1-linux-amd64/share/zsh/site-functions"} {
+		require.True(t, got[d].IsDir(), d)
+	}
+	require.Equal(t, os.FileMode(0o644), got["ibgo-v1-linux-amd64/share/man/man1/ibgo.1"])
+	require.Equal(t, os.FileMode(0o755), got["ibgo-v1-linux-amd64/ibgo"])
+	require.NoError(t, release.WriteTar(io.Discard, es, time.Unix(0, 0)))
+}

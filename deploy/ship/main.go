@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -89,9 +90,19 @@ func cmdDist(args []string) error {
 	out := fs.String("out", "dist", "output directory")
 	bins := binFlags{}
 	fs.Var(bins, "bin", "OS/ARCH=FILE of a built ibgo (repeatable)")
+	extras := extraFlags{}
+	fs.Var(&extras, "extra", "NAME=FILE: also pack FILE as NAME in every tarball (man page, completions; repeatable)")
 	fs.Parse(args)
 	if *version == "" || len(bins) == 0 {
 		return fmt.Errorf("dist needs -version and at least one -bin")
+	}
+	var extra []release.Entry
+	for _, x := range extras {
+		b, err := os.ReadFile(x.file)
+		if err != nil {
+			return err
+		}
+		extra = append(extra, release.File(x.name, 0o644, b))
 	}
 	mtime, err := parseDate(*date)
 	if err != nil {
@@ -105,7 +116,7 @@ func cmdDist(args []string) error {
 		}
 		base := fmt.Sprintf("ibgo-%s-%s-%s", *version, p.OS, p.Architecture)
 		var tb bytes.Buffer
-		if err := release.WriteTar(&tb, release.BinaryEntries(base, bin), mtime); err != nil {
+		if err := release.WriteTar(&tb, distEntries(base, bin, extra), mtime); err != nil {
 			return err
 		}
 		gz, err := release.Gzip(tb.Bytes())
@@ -122,6 +133,38 @@ func cmdDist(args []string) error {
 	}
 	// sha256sum -c SHA256SUMS checks it.
 	return os.WriteFile(filepath.Join(*out, "SHA256SUMS"), []byte(sums.String()), 0o644)
+}
+
+type extraFile struct{ name, file string }
+
+type extraFlags []extraFile
+
+func (e *extraFlags) String() string { return fmt.Sprint(*e) }
+
+func (e *extraFlags) Set(v string) error {
+	name, file, ok := strings.Cut(v, "=")
+	if !ok || name == "" || file == "" {
+		return fmt.Errorf("want NAME=FILE (share/man/man1/ibgo.1=dist/ibgo.1), got %q", v)
+	}
+	*e = append(*e, extraFile{name, file})
+	return nil
+}
+
+// distEntries is one tarball's tree: base/ibgo, its links, and the extra
+// files under base/ with the directories they need.
+func distEntries(base string, bin []byte, extra []release.Entry) []release.Entry {
+	es := release.BinaryEntries(base, bin)
+	dirs := map[string]bool{base: true}
+	for _, x := range extra {
+		name := path.Join(base, x.Name)
+		for d := path.Dir(name); !dirs[d]; d = path.Dir(d) {
+			dirs[d] = true
+			es = append(es, release.Dir(d, 0o755))
+		}
+		x.Name = name
+		es = append(es, x)
+	}
+	return es
 }
 
 // ImageUser is the image's default user: the "nonroot" uid/gid distroless
