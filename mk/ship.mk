@@ -12,11 +12,14 @@ BUILD_DATE ?= $(shell if [ -n "$$SOURCE_DATE_EPOCH" ]; then date -u -d "@$$SOURC
 SOURCE_URL ?= https://github.com/ibgo/ibgo
 DIST       ?= dist
 DIST_ARCHS ?= amd64 arm64
+KERNEL     ?= 6.1
+# The image's tag: the version with what a tag cannot hold replaced (deploy/ship Tag).
+IMAGE_TAG   = $(shell printf '%s' '$(VERSION)' | tr -c 'A-Za-z0-9_.-' '-' | sed 's/^[.-]/v&/' | cut -c1-128)
 # -s -w drop the symbol table and DWARF (panics still print file:line).
 DIST_LDFLAGS = -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILD_DATE)
 SHIP = CGO_ENABLED=0 $(GO) run ./deploy/ship
 
-.PHONY: dist dist-bin dist-docs image-oci test-image
+.PHONY: dist dist-bin dist-docs image-oci test-image test-image-vm
 
 ## dist: static ibgo for linux/{amd64,arm64} with version/commit/date embedded,
 ## tarballs with the perftest links, and $(DIST)/SHA256SUMS
@@ -58,3 +61,13 @@ image-oci: dist-bin
 test-image: image-oci
 	IBGO_OCI_LAYOUT=$(CURDIR)/$(DIST)/ibgo-oci IBGO_OCI_VERSION=$(VERSION) IBGO_OCI_REVISION=$(COMMIT) \
 		REQUIRE_IMAGE_TOOLS=1 CGO_ENABLED=0 $(GO) test -count=1 -run 'TestImage' ./deploy/ship
+
+## test-image-vm: unpack the amd64 image (skopeo + umoci) and run its ib_write_bw
+## against Debian's C perftest in the soft-RoCE VM (heavy: takes the VM lock)
+test-image-vm: image-oci
+	rm -rf $(DIST)/vm && mkdir -p $(DIST)/vm
+	skopeo copy --quiet --override-arch amd64 oci:$(DIST)/ibgo-oci:$(IMAGE_TAG) oci:$(DIST)/vm/amd64:$(IMAGE_TAG)
+	umoci unpack --rootless --image $(DIST)/vm/amd64:$(IMAGE_TAG) $(DIST)/vm/bundle
+	mv $(DIST)/vm/bundle/rootfs $(DIST)/vm/rootfs
+	flock /tmp/ibgo-vm.lock $(GO) run ./hwtest/vm run -kernel $(KERNEL) -out $(DIST)/vm \
+		-env IBGO_IMAGE_VERSION=$(VERSION) -script deploy/image-vm.sh
