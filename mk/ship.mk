@@ -19,7 +19,7 @@ IMAGE_TAG   = $(shell printf '%s' '$(VERSION)' | tr -c 'A-Za-z0-9_.-' '-' | sed 
 DIST_LDFLAGS = -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILD_DATE)
 SHIP = CGO_ENABLED=0 $(GO) run ./deploy/ship
 
-.PHONY: dist dist-bin dist-docs image-oci test-image test-image-vm
+.PHONY: dist dist-bin dist-docs image-oci test-image test-image-vm clean-dist
 
 ## dist: static ibgo for linux/{amd64,arm64} with version/commit/date embedded,
 ## tarballs with the perftest links, and $(DIST)/SHA256SUMS
@@ -71,3 +71,7 @@ test-image-vm: image-oci
 	mv $(DIST)/vm/bundle/rootfs $(DIST)/vm/rootfs
 	flock /tmp/ibgo-vm.lock $(GO) run ./hwtest/vm run -kernel $(KERNEL) -out $(DIST)/vm \
 		-env IBGO_IMAGE_VERSION=$(VERSION) -script deploy/image-vm.sh
+
+## clean-dist: remove everything make dist / image-oci wrote
+clean-dist:
+	rm -rf $(DIST)
