@@ -58,6 +58,15 @@ func TestZshAndFishCompletion(t *testing.T) {
 		require.NoError(t, os.WriteFile(file, []byte(out), 0o644))
 		b, err := exec.Command(zsh, "-n", file).CombinedOutput()
 		require.NoError(t, err, "zsh -n: %s", b)
+		// Run the completion function with compadd stubbed to print what
+		// it would offer (zsh itself filters by the typed prefix).
+		cmd := exec.Command(zsh, "-f", "-c", `autoload -Uz compinit && compinit -u -d "$2"; source "$1"; `+
+			`words=(ibgo aeron he); CURRENT=3; compadd() { shift; print -l -- ${(P)1}; }; _ibgo`,
+			"zsh", file, filepath.Join(t.TempDir(), "zcompdump"))
+		cmd.Env = append(os.Environ(), "PATH="+linkedIbgo(t)+string(os.PathListSeparator)+os.Getenv("PATH"))
+		b, err = cmd.CombinedOutput()
+		require.NoError(t, err, "%s", b)
+		require.Contains(t, strings.Fields(string(b)), "health")
 	}
 
 	code, out, _ = runIbgo(t, "completion", "fish")
@@ -74,6 +83,11 @@ func TestZshAndFishCompletion(t *testing.T) {
 		require.NoError(t, os.WriteFile(file, []byte(out), 0o644))
 		b, err := exec.Command(fish, "--no-execute", file).CombinedOutput()
 		require.NoError(t, err, "fish --no-execute: %s", b)
+		cmd := exec.Command(fish, "--no-config", "-c", `source $argv[1]; complete -C "ibgo aeron health --ti"`, file)
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+		b, err = cmd.CombinedOutput()
+		require.NoError(t, err, "%s", b)
+		require.True(t, strings.HasPrefix(string(b), "--timeout\t"), "%q", b)
 	}
 
 	code, _, stderr := runIbgo(t, "completion", "tcsh")
