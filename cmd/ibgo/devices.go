@@ -18,7 +18,13 @@ func init() {
 	register(&cli.Command{
 		Name:  "devices",
 		Usage: "list RDMA devices with their node GUID, driver, uverbs device and netdev per port (ibv_devices + ibdev2netdev)",
+		Description: "With -d or --netdev, only the device (and port) named, or bound to that network interface:\n" +
+			"   ibgo devices --netdev net1 -q     prints \"mlx5_3 1\", the device and port behind net1",
+		Flags: devicesFilterFlags, // devices_filter.go
 		Action: func(c *cli.Context) error {
+			if filtered, err := devicesFiltered(c); filtered || err != nil {
+				return err
+			}
 			return listDevices(c.App.Writer)
 		},
 	})
@@ -39,6 +45,10 @@ func listDevices(w io.Writer) error {
 	if err != nil {
 		return noDevices(err)
 	}
+	return printDevices(w, devs)
+}
+
+func printDevices(w io.Writer, devs []*uverbs.Device) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "device\tnode GUID\tdriver\tuverbs\tport\tlink layer\tstate\tnetdev")
 	for _, d := range devs {

@@ -38,6 +38,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Writer:               stdout,
 		ErrWriter:            stderr,
 		Name:                 "ibgo",
+		Version:              currentBuild().Version, // enables --version (version.go)
 		Usage:                "RDMA verbs, perftest-compatible benchmarks and Aeron tools, in pure Go",
 		Commands:             commands,
 		EnableBashCompletion: true,
