@@ -19,7 +19,7 @@ build:
 
 ## test: unit tests, the unit tier again under the race detector, then the VM tier
 ## (soft-RoCE in qemu) on each of $(KERNELS)
-test: test-unit test-race test-vm
+test: test-unit test-race test-vm test-image test-image-vm
 
 ## test-unit: every package's tests on this machine (VM-tier tests skip and say why);
 ## includes the architecture check (internal/archtest, see `make boundary`)
@@ -90,5 +90,8 @@ fuzz:
 		done; \
 	done
 
-clean:
+clean: clean-dist
 	rm -rf bin
+
+# Release artefacts: make dist, make image-oci, make test-image (docs/deploy.md).
+include mk/ship.mk
