@@ -171,7 +171,13 @@ func (p *ipcPublication) producerPosition() int64 {
 
 // joinPosition is where a new subscriber starts: the fastest consumer's
 // position (IpcPublication.joinPosition).
-func (p *ipcPublication) joinPosition() int64 { return p.consumerPosition }
+func (p *ipcPublication) joinPosition() int64 {
+	pos := p.consumerPosition
+	for _, sp := range p.subscribers {
+		pos = max(pos, sp.pos.Load())
+	}
+	return pos
+}
 
 func (p *ipcPublication) addSubscriber(c *conductor, s *subLink) {
 	join := p.joinPosition()
