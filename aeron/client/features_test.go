@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -140,6 +141,7 @@ func TestConcurrentOffersFromGoroutines(t *testing.T) {
 					if r != client.BackPressured && r != client.AdminAction {
 						panic(client.ResultString(r))
 					}
+					runtime.Gosched() // let the subscriber run on a loaded machine
 				}
 			}
 		}()

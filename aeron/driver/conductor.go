@@ -585,4 +585,3 @@ func (c *conductor) releaseClient(cl *clientSession) {
 	}
 	_ = c.counters.Free(cl.hbID)
 }
-

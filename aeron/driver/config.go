@@ -251,9 +251,10 @@ func (c *Config) Validate() error {
 	case c.TerminationValidator != "deny" && c.TerminationValidator != "allow":
 		return fmt.Errorf("driver config: AERON_DRIVER_TERMINATION_VALIDATOR %q: ibgo knows \"deny\" and \"allow\"", c.TerminationValidator)
 	}
-	for _, s := range []string{c.ConductorIdle, c.SenderIdle, c.ReceiverIdle, c.SharedIdle, c.SharedNetworkIdle} {
+	for name, s := range map[string]string{"AERON_CONDUCTOR_IDLE_STRATEGY": c.ConductorIdle, "AERON_SENDER_IDLE_STRATEGY": c.SenderIdle,
+		"AERON_RECEIVER_IDLE_STRATEGY": c.ReceiverIdle, "AERON_SHARED_IDLE_STRATEGY": c.SharedIdle, "AERON_SHAREDNETWORK_IDLE_STRATEGY": c.SharedNetworkIdle} {
 		if _, err := NewIdleStrategy(s); err != nil {
-			return err
+			return fmt.Errorf("driver config: %s: %w", name, err)
 		}
 	}
 	return nil
