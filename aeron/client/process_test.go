@@ -268,10 +268,10 @@ func TestPublisherKilledMidClaimIsUnblocked(t *testing.T) {
 	require.NoError(t, err)
 	waitFor(t, "image", func() bool { return sub.ImageCount() == 1 })
 
+	unblocked := c.CounterValue(19)
 	ch := spawn(t, "claim-and-die", d.Dir(), "")
 	require.Equal(t, "claimed", ch.line(t))
 	ch.wait(t)
-	unblocked := c.CounterValue(19)
 	const n = 50
 	for i := 0; i < n; i++ {
 		offer(t, pub, []byte(fmt.Sprintf("after %d", i)))
