@@ -186,11 +186,15 @@ func (c *conductor) onTimer() int {
 	return work
 }
 
+// shutdown releases the publications and clears the driver heartbeat, so
+// clients see the driver gone at once and a new driver may start in the
+// directory without waiting for the driver timeout.
 func (c *conductor) shutdown() {
 	for _, p := range c.pubs {
 		p.close(c)
 	}
 	c.pubs = nil
+	c.rb.SetConsumerHeartbeatTime(0)
 }
 
 func (c *conductor) transmit(typeID int32, msg []byte) {
