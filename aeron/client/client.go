@@ -21,6 +21,7 @@ type Options struct {
 	KeepaliveInterval time.Duration // default 500 ms
 	ResourceLinger    time.Duration // how long closed logs stay mapped, default 3 s
 	IdleSleep         time.Duration // client conductor idle, default 1 ms
+	ClientName        string        // shown in the client-heartbeat counter label (AERON_CLIENT_NAME)
 	// OnAvailableImage and OnUnavailableImage run on the client's
 	// conductor goroutine; they must not block nor add or remove
 	// resources of this client.
@@ -111,6 +112,9 @@ func Connect(opts Options) (*Client, error) {
 	}
 	if opts.IdleSleep <= 0 {
 		opts.IdleSleep = time.Millisecond
+	}
+	if opts.ClientName == "" {
+		opts.ClientName = os.Getenv("AERON_CLIENT_NAME")
 	}
 	deadline := time.Now().Add(opts.DriverTimeout)
 	var f *cnc.File
@@ -275,6 +279,7 @@ func (c *Client) doWorkLocked() int {
 		if c.hb == nil {
 			if id := c.counters.FindByTypeIDAndRegistrationID(cnc.TypeClientHeartbeatTimestamp, c.clientID); id != cnc.NullCounterID {
 				c.hb = shm.Int64At(c.valuesBuf, int(id)*cnc.CounterValueLength)
+				c.appendHeartbeatLabel(id)
 			}
 		}
 		if c.hb != nil {
@@ -289,6 +294,25 @@ func (c *Client) doWorkLocked() int {
 	}
 	return work
 }
+
+// appendHeartbeatLabel adds " name=… version=… commit=…" to the driver's
+// "client-heartbeat: id=N" label, as Aeron clients do (AeronCounters.appendToLabel),
+// so AeronStat shows who the client is.
+func (c *Client) appendHeartbeatLabel(id int32) {
+	meta := c.cnc.CountersMetadataBuffer()
+	off := int(id) * cnc.CounterMetadataLength
+	const labelLengthOffset, labelOffset = 128, 132
+	n := int(shm.LoadInt32(meta, off+labelLengthOffset))
+	suffix := " name=" + c.opts.ClientName + " version=" + ClientVersion + " commit=ibgo"
+	if n < 0 || n > cnc.MaxLabelLength {
+		return
+	}
+	added := copy(meta[off+labelOffset+n:off+labelOffset+cnc.MaxLabelLength], suffix)
+	shm.StoreInt32(meta, off+labelLengthOffset, int32(n+added))
+}
+
+// ClientVersion is the Aeron client version ibgo's client reports.
+const ClientVersion = "1.48.0"
 
 func (c *Client) asyncError(err error) {
 	if c.opts.OnError != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -184,8 +185,10 @@ func TestCountersAndSystemCounters(t *testing.T) {
 	sp, ok := labels[fmt.Sprintf("sub-pos: %d %d 5 aeron:ipc @0", sub.RegistrationID(), pub.SessionID())]
 	require.True(t, ok, "sub-pos row in %v", keys(labels))
 	require.Equal(t, reg, sp.ReferenceID)
-	_, ok = labels[fmt.Sprintf("client-heartbeat: id=%d", c.ClientID())]
-	require.True(t, ok)
+	hbLabel := fmt.Sprintf("client-heartbeat: id=%d name= version=1.48.0 commit=ibgo", c.ClientID())
+	waitFor(t, "heartbeat label", func() bool {
+		return r.CounterLabel(r.FindByTypeIDAndRegistrationID(cnc.TypeClientHeartbeatTimestamp, c.ClientID())) == hbLabel
+	})
 
 	offer(t, pub, make([]byte, 100))
 	waitFor(t, "pub-pos sampled", func() bool {
@@ -318,4 +321,25 @@ func TestPublicationCloseMakesImageUnavailable(t *testing.T) {
 	waitFor(t, "image unavailable", func() bool { mu.Lock(); defer mu.Unlock(); return len(gone) == 1 })
 	require.Equal(t, 0, sub.ImageCount())
 	require.True(t, img.IsClosed())
+}
+
+func TestClientTimedOutByDriver(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.ClientLivenessTimeout = 300 * time.Millisecond
+	d := startDriver(t, cfg)
+	errs := make(chan error, 4)
+	c := connect(t, d.Dir(), func(o *client.Options) {
+		o.KeepaliveInterval = time.Hour // a client that stopped sending keepalives
+		o.OnError = func(err error) { errs <- err }
+	})
+	pub, err := c.AddPublication("aeron:ipc", 8)
+	require.NoError(t, err)
+	select {
+	case err := <-errs:
+		require.ErrorIs(t, err, client.ErrClientTimeout)
+	case <-time.After(deadline):
+		t.Fatal("no client timeout")
+	}
+	require.Equal(t, client.Closed, pub.Offer([]byte("x")))
+	require.Equal(t, int64(1), c.CounterValue(24), "Client liveness timeouts")
 }
