@@ -179,7 +179,12 @@ func TestDriverCommandTerminatedByClient(t *testing.T) {
 	}
 
 	// A second driver in a live directory is refused; the flag overrides.
-	d, err := driver.Start(func() driver.Config { c := driver.DefaultConfig(); c.Dir = dir; c.IPCTermBufferLength = 64 << 10; return c }())
+	d, err := driver.Start(func() driver.Config {
+		c := driver.DefaultConfig()
+		c.Dir = dir
+		c.IPCTermBufferLength = 64 << 10
+		return c
+	}())
 	require.NoError(t, err, "a cleanly stopped driver leaves a stale directory, replaced at once")
 	defer d.Close()
 	code, _, stderr := runIbgo(t, "driver", "--dir", dir)
