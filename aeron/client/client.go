@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,6 +104,11 @@ func Connect(opts Options) (*Client, error) {
 	}
 	if opts.DriverTimeout <= 0 {
 		opts.DriverTimeout = 10 * time.Second
+		if v := os.Getenv("AERON_DRIVER_TIMEOUT"); v != "" {
+			if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 0 {
+				opts.DriverTimeout = time.Duration(ms) * time.Millisecond // the C client reads milliseconds
+			}
+		}
 	}
 	if opts.KeepaliveInterval <= 0 {
 		opts.KeepaliveInterval = 500 * time.Millisecond

@@ -56,7 +56,7 @@ type Config struct {
 	SocketRcvbuf             int  // AERON_SOCKET_SO_RCVBUF
 
 	ClientLivenessTimeout     time.Duration // AERON_CLIENT_LIVENESS_TIMEOUT
-	DriverTimeout             time.Duration // AERON_DRIVER_TIMEOUT (active-driver detection)
+	DriverTimeout             time.Duration // AERON_DRIVER_TIMEOUT in ms (active-driver detection)
 	TimerInterval             time.Duration // AERON_TIMER_INTERVAL
 	PublicationLingerTimeout  time.Duration // AERON_PUBLICATION_LINGER_TIMEOUT
 	PublicationUnblockTimeout time.Duration // AERON_PUBLICATION_UNBLOCK_TIMEOUT
@@ -198,7 +198,15 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	size("AERON_SOCKET_SO_SNDBUF", &c.SocketSndbuf)
 	size("AERON_SOCKET_SO_RCVBUF", &c.SocketRcvbuf)
 	dur("AERON_CLIENT_LIVENESS_TIMEOUT", &c.ClientLivenessTimeout)
-	dur("AERON_DRIVER_TIMEOUT", &c.DriverTimeout)
+	if v := getenv("AERON_DRIVER_TIMEOUT"); v != "" {
+		// The C driver reads this one as plain milliseconds.
+		ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || ms <= 0 {
+			note("AERON_DRIVER_TIMEOUT", fmt.Errorf("not a positive number of milliseconds"))
+		} else {
+			c.DriverTimeout = time.Duration(ms) * time.Millisecond
+		}
+	}
 	dur("AERON_TIMER_INTERVAL", &c.TimerInterval)
 	dur("AERON_PUBLICATION_LINGER_TIMEOUT", &c.PublicationLingerTimeout)
 	dur("AERON_PUBLICATION_UNBLOCK_TIMEOUT", &c.PublicationUnblockTimeout)

@@ -36,6 +36,7 @@ func TestConfigFromEnv(t *testing.T) {
 	require.Equal(t, time.Millisecond, c.PublicationLingerTimeout, "a bare number is nanoseconds")
 	require.Equal(t, Shared, c.ThreadingMode)
 	require.True(t, c.DirDeleteOnStart)
+	require.Equal(t, 2*time.Second, c.DriverTimeout, "milliseconds, as the C driver reads it")
 	// Untouched values keep the C driver's defaults.
 	d := DefaultConfig()
 	require.Equal(t, 16<<20, d.TermBufferLength)

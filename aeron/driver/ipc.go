@@ -107,6 +107,14 @@ func newIPCPublication(c *conductor, cl *clientSession, regID int64, streamID in
 		params: params, log: log, logFile: path, logLength: int64(len(log.Bytes())), termLength: int64(params.termLength),
 		positionBitsToShift: logbuffer.PositionBitsToShift(int32(params.termLength)), initialTermID: randomTermID(),
 		termWindow: int64(ipcTermWindow(c.cfg.IPCPublicationTermWindow, params.termLength)), pubLmtID: -1, pubPosID: -1}
+	if !c.cfg.TermBufferSparseFile {
+		// Fault every page in now, as the C driver does for non-sparse
+		// logs, so that publishers do not take the page faults.
+		b := log.Bytes()
+		for i := 0; i < len(b); i += c.cfg.FilePageSize {
+			b[i] = 0
+		}
+	}
 	m := log.Metadata()
 	m.SetCorrelationID(regID)
 	m.SetInitialTermID(p.initialTermID)
