@@ -26,6 +26,7 @@ func TestConfigFromEnv(t *testing.T) {
 		"AERON_THREADING_MODE":             "shared",
 		"AERON_CONDUCTOR_IDLE_STRATEGY":    "sleep-ns,1000",
 		"AERON_DIR_DELETE_ON_START":        "true",
+		"AERON_DRIVER_TIMEOUT":             "2000",
 	}
 	c, err := ConfigFromEnv(func(k string) string { return env[k] })
 	require.NoError(t, err)
@@ -205,16 +206,20 @@ func TestIPCPublicationLog(t *testing.T) {
 	var reg int64 = 77
 	writeCommand(t, d.Dir(), cnc.CmdAddPublication, cnc.AppendPublicationCommand(nil, cnc.PublicationCommand{Correlated: cnc.Correlated{ClientID: 5, CorrelationID: reg}, StreamID: 1001, Channel: "aeron:ipc?term-length=128k|mtu=4096"}))
 	path := filepath.Join(d.Dir(), "publications", "77.logbuffer")
-	var lb *logbuffer.LogBuffer
+	f, err := cnc.Open(d.Dir())
+	require.NoError(t, err)
+	defer f.Close()
+	counters, err := f.Counters()
+	require.NoError(t, err)
+	// The pub-lmt counter is allocated once the log is complete (clients
+	// only map it after ON_PUBLICATION_READY).
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var err error
-		if lb, err = logbuffer.Open(path, false); err == nil {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "log file %s never appeared: %v", path, err)
+	for counters.FindByTypeIDAndRegistrationID(cnc.TypePublisherLimit, reg) == cnc.NullCounterID {
+		require.True(t, time.Now().Before(deadline), "publication never became ready")
 		time.Sleep(time.Millisecond)
 	}
+	lb, err := logbuffer.Open(path, false)
+	require.NoError(t, err)
 	defer lb.Close()
 	m := lb.Metadata()
 	require.Equal(t, int64(3*128<<10+4096), int64(len(lb.Bytes())))
