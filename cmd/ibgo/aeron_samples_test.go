@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -193,4 +194,32 @@ func TestDriverCommandTerminatedByClient(t *testing.T) {
 	require.True(t, strings.Contains(stderr, "--dir-delete-on-start"))
 	_, err = os.Stat(cnc.Path(dir))
 	require.NoError(t, err)
+}
+
+// `ibgo aeron stat` and `errors` read an ibgo driver as they read Aeron's.
+func TestAeronStatOfIbgoDriver(t *testing.T) {
+	d, c := sampleDriver(t)
+	pub, err := c.AddPublication("aeron:ipc", 1001)
+	require.NoError(t, err)
+	sub, err := c.AddSubscription("aeron:ipc", 1001)
+	require.NoError(t, err)
+	_, err = c.AddPublication("aeron:udp?endpoint=localhost:40999", 1)
+	require.Error(t, err)
+	for end := time.Now().Add(30 * time.Second); sub.ImageCount() == 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	code, out, stderr := runIbgo(t, "aeron", "stat", "--dir", d.Dir())
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "Aeron Stat (CnC v0.2.0)")
+	require.Regexp(t, `\n +0 : +0 - Bytes sent\n`, out)
+	require.Regexp(t, `\n +15 : +1 - Errors: version=1.48.0 commit=ibgo\n`, out)
+	require.Regexp(t, `\n +34 : +77,824 - Aeron software: version=1.48.0 commit=ibgo\n`, out)
+	require.Contains(t, out, " - client-heartbeat: id=")
+	require.Contains(t, out, " - pub-lmt: "+strconv.FormatInt(pub.OriginalRegistrationID(), 10)+" ")
+	require.Contains(t, out, " - sub-pos: "+strconv.FormatInt(sub.RegistrationID(), 10)+" ")
+
+	code, out, stderr = runIbgo(t, "aeron", "errors", "--dir", d.Dir())
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "aeron:udp channels are not supported by this driver yet")
+	require.Contains(t, out, "1 distinct errors observed")
 }
