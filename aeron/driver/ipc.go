@@ -85,6 +85,7 @@ type ipcPublication struct {
 	subscribers        []*subscriberPosition
 	consumerPosition   int64
 	cleanPosition      int64
+	tripLimit          int64
 	lastConsumerPos    int64
 	lastConsumerSince  int64
 	drainPosition      int64
@@ -244,13 +245,18 @@ func (p *ipcPublication) update(c *conductor) int {
 			minPos, maxPos = min(minPos, v), max(maxPos, v)
 		}
 		p.consumerPosition = maxPos
-		if limit := minPos + p.termWindow; limit != p.pubLmt.Load() && p.state == pubActive {
+		// Move the limit only in steps of tripGain, as the C driver does:
+		// a limit written every cycle would count as work and keep the
+		// conductor spinning on a core the clients need.
+		if limit := minPos + p.termWindow; limit >= p.tripLimit && p.state == pubActive {
+			p.clean(minPos - p.termLength)
 			p.pubLmt.Store(limit)
+			p.tripLimit = limit + p.termWindow/8
 			work++
 		}
-		p.clean(minPos - p.termLength)
 		p.checkBlocked(c, producer, minPos)
 	} else if lmt := p.pubLmt.Load(); lmt > p.consumerPosition {
+		p.tripLimit = p.consumerPosition
 		p.pubLmt.Store(p.consumerPosition)
 		p.clean(p.consumerPosition - p.termLength)
 	}
