@@ -47,8 +47,16 @@ type Driver struct {
 type Option func(*options)
 
 type options struct {
-	media mediaRegistry
-	log   io.Writer
+	media    mediaRegistry
+	log      io.Writer
+	observer func(typeID int32, msg []byte)
+}
+
+// WithCommandObserver calls fn with every command read from the to-driver
+// ring buffer, before it is handled, on the conductor goroutine; msg is
+// only valid during the call. For recording what real clients send.
+func WithCommandObserver(fn func(typeID int32, msg []byte)) Option {
+	return func(o *options) { o.observer = fn }
 }
 
 // WithMedia adds a network medium (udp, ib) to the driver.
@@ -107,6 +115,13 @@ func Start(cfg Config, opts ...Option) (*Driver, error) {
 	}
 	d := &Driver{cfg: cfg, cnc: f, loss: loss, c: c, stop: make(chan struct{}), done: make(chan struct{})}
 	c.terminate = d.requestStop
+	if o.observer != nil {
+		handle := c.handler
+		c.handler = func(typeID int32, msg []byte) {
+			o.observer(typeID, msg)
+			handle(typeID, msg)
+		}
+	}
 	go d.run()
 	return d, nil
 }

@@ -33,6 +33,7 @@ func init() {
 			&cli.StringFlag{Name: "publication-linger-timeout", Usage: "e.g. 5s (AERON_PUBLICATION_LINGER_TIMEOUT)"},
 			&cli.StringFlag{Name: "termination-validator", Usage: "deny or allow TERMINATE_DRIVER (AERON_DRIVER_TERMINATION_VALIDATOR)"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log client timeouts, unblocks and errors"},
+			&cli.StringFlag{Name: "record-commands", Usage: "append every client command to `FILE`, one line each: type id (hex) and the message (hex)"},
 		},
 		Action: runDriver,
 	})
@@ -75,7 +76,18 @@ func runDriver(c *cli.Context) error {
 	if c.Bool("verbose") {
 		log = c.App.ErrWriter
 	}
-	d, err := driver.Start(cfg, driver.WithLog(log))
+	opts := []driver.Option{driver.WithLog(log)}
+	if path := c.String("record-commands"); path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fail(1, "--record-commands: %v", err)
+		}
+		defer f.Close()
+		opts = append(opts, driver.WithCommandObserver(func(typeID int32, msg []byte) {
+			fmt.Fprintf(f, "%x %x\n", typeID, msg)
+		}))
+	}
+	d, err := driver.Start(cfg, opts...)
 	if err != nil {
 		return fail(1, "%v", err)
 	}
