@@ -442,6 +442,12 @@ func (c *Client) handleResponse(typeID int32, msg []byte) {
 		if err != nil {
 			return
 		}
+		if corr == c.clientID && typeID == cnc.RspOnCounterReady && c.hb == nil {
+			// The driver names this client's heartbeat counter.
+			c.hb = shm.Int64At(c.valuesBuf, int(id)*cnc.CounterValueLength)
+			c.appendHeartbeatLabel(id)
+			return
+		}
 		if p, ok := c.pending[corr]; ok {
 			delete(c.pending, corr)
 			ctr := &Counter{client: c, registrationID: corr, id: id, value: shm.Int64At(c.valuesBuf, int(id)*cnc.CounterValueLength), static: typeID == cnc.RspOnStaticCounter}

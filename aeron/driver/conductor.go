@@ -231,6 +231,8 @@ func (c *conductor) client(id int64) *clientSession {
 	cl := &clientSession{id: id, hbID: hbID, hb: c.counters.Value(hbID)}
 	cl.hb.Store(c.nowMs)
 	c.clients[id] = cl
+	// Tell the client which counter is its heartbeat, as the C driver does.
+	c.transmit(cnc.RspOnCounterReady, cnc.AppendIDAndCounter(c.buf[:0], id, hbID))
 	return cl
 }
 
@@ -587,5 +589,6 @@ func (c *conductor) releaseClient(cl *clientSession) {
 			c.freeCounterLink(l)
 		}
 	}
+	c.transmit(cnc.RspOnUnavailableCounter, cnc.AppendIDAndCounter(c.buf[:0], cl.id, cl.hbID))
 	_ = c.counters.Free(cl.hbID)
 }

@@ -20,7 +20,7 @@ type pubState int
 const (
 	pubActive   pubState = iota
 	pubDraining          // no publisher left: subscribers read to the end
-	pubLinger            // images gone; files kept for slow unmappers
+	pubLinger            // drained: images kept until the linger ends
 	pubDone
 )
 
@@ -261,7 +261,9 @@ func (p *ipcPublication) update(c *conductor) int {
 		p.clean(p.consumerPosition - p.termLength)
 	}
 	if p.state == pubDraining && p.drained(c) {
-		p.endImages(c)
+		// Subscribers keep the image (and see end of stream) through the
+		// linger; ON_UNAVAILABLE_IMAGE goes out when it ends, as in the C
+		// driver (aeron_ipc_publication_on_time_event).
 		p.state = pubLinger
 		p.lingerDeadline = c.nowNs + p.params.linger
 		work++
