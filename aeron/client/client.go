@@ -15,7 +15,8 @@ import (
 	"github.com/ibgo/ibgo/internal/shm"
 )
 
-// Options configure a client. Zero values take Aeron's defaults.
+// Options configure a client. Zero values take Aeron's defaults. A plain
+// value, copied by Connect.
 type Options struct {
 	Dir               string        // Aeron directory; default $AERON_DIR, else the platform default
 	DriverTimeout     time.Duration // AERON_DRIVER_TIMEOUT, default 10 s

@@ -21,7 +21,7 @@ var (
 	ErrResponseTimeout = errors.New("aeron client: no response from the driver")
 )
 
-// ErrorCode is an ON_ERROR code (aeron_control_protocol.h).
+// ErrorCode is an ON_ERROR code (aeron_control_protocol.h); a plain value.
 type ErrorCode int32
 
 // Error codes.
@@ -59,6 +59,7 @@ func (c ErrorCode) String() string {
 
 // DriverError is an ON_ERROR answer of the driver to one of this client's
 // commands. Match it with errors.As, or errors.Is against an ErrorCode.
+// Immutable once returned; safe to share.
 type DriverError struct {
 	Code          ErrorCode
 	Message       string

@@ -45,7 +45,7 @@ func ResultString(r int64) string {
 }
 
 // BufferClaim is a frame claimed with TryClaim: write the payload into
-// Buffer(), then Commit (or Abort).
+// Buffer(), then Commit (or Abort). Owned by the goroutine that claimed.
 type BufferClaim = logbuffer.BufferClaim
 
 // Publication appends messages to a stream (aeron_publication_t /

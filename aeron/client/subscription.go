@@ -18,7 +18,7 @@ type FragmentHandler = logbuffer.FragmentHandler
 type Header = logbuffer.Header
 
 // Action is what a ControlledFragmentHandler tells ControlledPoll to do
-// (ControlledFragmentHandler.Action).
+// (ControlledFragmentHandler.Action). A plain value.
 type Action int
 
 // Actions.

@@ -8,7 +8,8 @@ import (
 // io.aeron.command.*Flyweight). Encoders append to dst and return it, so a
 // caller can reuse one buffer; decoders check every length against the
 // message and return a *CommandError naming the field that does not fit,
-// which the driver answers with MALFORMED_COMMAND.
+// which the driver answers with MALFORMED_COMMAND. The message types are
+// plain values; decoded byte slices alias the input.
 
 // CorrelatedHeaderLength is {int64 client_id, int64 correlation_id}.
 const CorrelatedHeaderLength = 16

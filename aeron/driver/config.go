@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// ThreadingMode is AERON_THREADING_MODE. With only the IPC medium the
+// ThreadingMode is AERON_THREADING_MODE (a plain value). With only the IPC medium the
 // conductor is the one agent that runs; the mode is recorded (counter
 // labels, printed configuration) so the sender/receiver agents of the
 // network media follow it when they exist.

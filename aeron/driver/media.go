@@ -18,6 +18,7 @@ import (
 // one log and live in the conductor alone.
 
 // Affinity says which agent owns a transport (the C bindings' affinity).
+// A plain value.
 type Affinity int
 
 // Affinities.
@@ -28,7 +29,7 @@ const (
 )
 
 // TransportParams are the per-channel settings a medium needs to open an
-// endpoint (aeron_udp_channel_transport_params_t).
+// endpoint (aeron_udp_channel_transport_params_t). A plain value.
 type TransportParams struct {
 	SocketRcvbuf, SocketSndbuf int
 	MTU                        int
