@@ -129,9 +129,9 @@ func TestAeronPingAgainstGoPong(t *testing.T) {
 			}
 		}
 	}()
-	code, out, stderr := runIbgo(t, "aeron", "ping", "--dir", d.Dir(), "--messages", "500", "--warmup", "50", "--length", "256")
+	code, out, stderr := runIbgo(t, "aeron", "ping", "--dir", d.Dir(), "--messages", "100", "--warmup", "10", "--length", "256")
 	require.Equal(t, 0, code, stderr)
-	require.Contains(t, out, "round trips: 500 of 256 bytes")
+	require.Contains(t, out, "round trips: 100 of 256 bytes")
 	require.Regexp(t, `rtt min=\S+ p50=\S+ p90=\S+ p99=\S+ p99\.9=\S+ max=\S+`, out)
 }
 
