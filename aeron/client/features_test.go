@@ -343,3 +343,31 @@ func TestClientTimedOutByDriver(t *testing.T) {
 	require.Equal(t, client.Closed, pub.Offer([]byte("x")))
 	require.Equal(t, int64(1), c.CounterValue(24), "Client liveness timeouts")
 }
+
+func TestStartPositionAndMaxPositionExceeded(t *testing.T) {
+	d := startDriver(t, testConfig(t))
+	c := connect(t, d.Dir())
+	// Two frames of 96 bytes before the end of the last possible term
+	// (term id 2^31-1 from initial term id 0, 64 KiB terms: position 2^47).
+	ch := "aeron:ipc?term-length=64k|init-term-id=0|term-id=2147483647|term-offset=65344"
+	pub, err := c.AddExclusivePublication(ch, 11)
+	require.NoError(t, err)
+	const maxPos = int64(1) << 47
+	require.Equal(t, maxPos-192, pub.Position())
+	sub, err := c.AddSubscription("aeron:ipc", 11)
+	require.NoError(t, err)
+	waitFor(t, "image", func() bool { return sub.ImageCount() == 1 })
+	require.Equal(t, maxPos-192, sub.Images()[0].JoinPosition())
+	waitFor(t, "limit", func() bool { return pub.PublicationLimit() > pub.Position() })
+	msg := make([]byte, 64)
+	require.Equal(t, maxPos-96, offer(t, pub, msg))
+	require.Equal(t, maxPos, offer(t, pub, msg))
+	require.Equal(t, client.MaxPositionExceeded, pub.Offer(msg))
+	n := 0
+	waitFor(t, "both messages", func() bool { n += sub.Poll(func([]byte, *client.Header) {}, 10); return n == 2 })
+
+	_, err = c.AddPublication("aeron:ipc?init-term-id=5|term-id=5|term-offset=0", 11)
+	require.NoError(t, err, "a concurrent publication of its own on the stream")
+	_, err = c.AddPublication("aeron:ipc?init-term-id=6|term-id=6|term-offset=0", 11)
+	require.ErrorIs(t, err, client.InvalidChannel, "conflicts with the existing concurrent publication")
+}

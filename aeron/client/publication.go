@@ -209,7 +209,9 @@ func (p *Publication) newPosition(termCount, termID int32, termBegin int64, resu
 	if resulting > 0 {
 		return termBegin + int64(resulting)
 	}
-	if termBegin+p.termLength > p.maxPossiblePosition {
+	// The claim ran past the term: its end is beyond termBegin+termLength
+	// (aeron_publication_handle_end_of_log_condition).
+	if termBegin+p.termLength >= p.maxPossiblePosition {
 		return MaxPositionExceeded
 	}
 	p.meta.RotateLog(termCount, termID)

@@ -31,6 +31,9 @@ type ipcParams struct {
 	hasSession      bool
 	termLenSet      bool
 	mtuSet          bool
+	// init-term-id, term-id, term-offset: start at a position
+	hasPosition                    bool
+	initialTermID, termID, termOff int32
 }
 
 func parseIPCParams(u *uri.ChannelURI, cfg Config) (ipcParams, error) {
@@ -46,6 +49,11 @@ func parseIPCParams(u *uri.ChannelURI, cfg Config) (ipcParams, error) {
 	}
 	if v, ok := u.Int(uri.KeySessionID); ok {
 		p.sessionID, p.hasSession = int32(v), true
+	}
+	if v, ok := u.Int(uri.KeyInitialTermID); ok {
+		t, _ := u.Int(uri.KeyTermID)
+		o, _ := u.Int(uri.KeyTermOffset)
+		p.hasPosition, p.initialTermID, p.termID, p.termOff = true, int32(v), int32(t), int32(o)
 	}
 	if err := logbuffer.CheckTermLength(int64(p.termLength)); err != nil {
 		return p, fail(cnc.ErrorCodeInvalidChannel, "invalid term-length: %v", err)
@@ -106,7 +114,7 @@ func newIPCPublication(c *conductor, cl *clientSession, regID int64, streamID in
 	}
 	p := &ipcPublication{regID: regID, sessionID: params.sessionID, streamID: streamID, channel: channel, exclusive: exclusive,
 		params: params, log: log, logFile: path, logLength: int64(len(log.Bytes())), termLength: int64(params.termLength),
-		positionBitsToShift: logbuffer.PositionBitsToShift(int32(params.termLength)), initialTermID: randomTermID(),
+		positionBitsToShift: logbuffer.PositionBitsToShift(int32(params.termLength)), initialTermID: rand.Int32(),
 		termWindow: int64(ipcTermWindow(c.cfg.IPCPublicationTermWindow, params.termLength)), pubLmtID: -1, pubPosID: -1}
 	if !c.cfg.TermBufferSparseFile {
 		// Fault every page in now, as the C driver does for non-sparse
@@ -115,6 +123,9 @@ func newIPCPublication(c *conductor, cl *clientSession, regID int64, streamID in
 		for i := 0; i < len(b); i += c.cfg.FilePageSize {
 			b[i] = 0
 		}
+	}
+	if params.hasPosition {
+		p.initialTermID = params.initialTermID
 	}
 	m := log.Metadata()
 	m.SetCorrelationID(regID)
@@ -130,11 +141,20 @@ func newIPCPublication(c *conductor, cl *clientSession, regID int64, streamID in
 	m.SetSpiesSimulateConnection(c.cfg.SpiesSimulateConnection)
 	m.SetEndOfStreamPosition(math.MaxInt64)
 	m.StoreDefaultDataHeader(p.sessionID, streamID, p.initialTermID)
-	m.InitialiseTailWithTermID(0, p.initialTermID)
-	for i := 1; i < logbuffer.PartitionCount; i++ {
-		m.InitialiseTailWithTermID(i, p.initialTermID+int32(i)-logbuffer.PartitionCount)
+	// LogBufferDescriptor.initialiseTailWithTermId: the active partition
+	// at the start position, the others one and two terms behind.
+	termID, termOffset := p.initialTermID, int32(0)
+	if params.hasPosition {
+		termID, termOffset = params.termID, params.termOff
 	}
-	m.SetActiveTermCountOrdered(0)
+	termCount := termID - p.initialTermID
+	m.SetRawTailOrdered(logbuffer.IndexByTermCount(int64(termCount)), logbuffer.PackTail(termID, termOffset))
+	for i := int32(1); i < logbuffer.PartitionCount; i++ {
+		m.InitialiseTailWithTermID(logbuffer.IndexByTermCount(int64(termCount)+int64(i)), termID+i-logbuffer.PartitionCount)
+	}
+	m.SetActiveTermCountOrdered(termCount)
+	start := logbuffer.ComputePosition(termID, termOffset, p.positionBitsToShift, p.initialTermID)
+	p.consumerPosition, p.cleanPosition, p.tripLimit, p.lastConsumerPos = start, start, start, start
 	if p.hw, err = logbuffer.NewHeaderWriter(m.DefaultFrameHeader()); err != nil {
 		p.close(c)
 		return nil, err
@@ -152,16 +172,20 @@ func newIPCPublication(c *conductor, cl *clientSession, regID int64, streamID in
 	c.counters.SetRegistrationID(p.pubLmtID, regID)
 	c.counters.SetOwnerID(p.pubLmtID, cl.id)
 	p.pubPos, p.pubLmt = c.counters.Value(p.pubPosID), c.counters.Value(p.pubLmtID)
+	p.pubPos.Store(start)
+	p.pubLmt.Store(start)
 	p.lastConsumerSince = c.nowNs
 	c.sys[sysBytesMapped].Add(p.logLength)
 	return p, nil
 }
 
-func randomTermID() int32 { return rand.Int32() }
 
 func (p *ipcPublication) checkParams(params ipcParams) error {
 	if params.termLenSet && params.termLength != p.params.termLength {
 		return fail(cnc.ErrorCodeInvalidChannel, "existing publication has different 'term-length': existing=%d requested=%d", p.params.termLength, params.termLength)
+	}
+	if params.hasPosition && params.initialTermID != p.initialTermID {
+		return fail(cnc.ErrorCodeInvalidChannel, "existing publication has different 'init-term-id': existing=%d requested=%d", p.initialTermID, params.initialTermID)
 	}
 	if params.mtuSet && params.mtu != p.params.mtu {
 		return fail(cnc.ErrorCodeInvalidChannel, "existing publication has different 'mtu': existing=%d requested=%d", p.params.mtu, params.mtu)
