@@ -179,7 +179,6 @@ func newIPCPublication(c *conductor, cl *clientSession, regID int64, streamID in
 	return p, nil
 }
 
-
 func (p *ipcPublication) checkParams(params ipcParams) error {
 	if params.termLenSet && params.termLength != p.params.termLength {
 		return fail(cnc.ErrorCodeInvalidChannel, "existing publication has different 'term-length': existing=%d requested=%d", p.params.termLength, params.termLength)
