@@ -177,6 +177,15 @@ func Connect(opts Options) (*Client, error) {
 	return c, nil
 }
 
+// counter returns the value word of counter id, checking the id the
+// driver sent against the counters buffer.
+func (c *Client) counter(id int32) (*atomic.Int64, error) {
+	if id < 0 || id > c.counters.MaxCounterID() {
+		return nil, fmt.Errorf("aeron client: driver named counter id %d, outside 0..%d", id, c.counters.MaxCounterID())
+	}
+	return shm.Int64At(c.valuesBuf, int(id)*cnc.CounterValueLength), nil
+}
+
 // ClientID is the id the driver knows this client by.
 func (c *Client) ClientID() int64 { return c.clientID }
 
@@ -285,7 +294,7 @@ func (c *Client) doWorkLocked() int {
 		c.lastKeep = now
 		if c.hb == nil {
 			if id := c.counters.FindByTypeIDAndRegistrationID(cnc.TypeClientHeartbeatTimestamp, c.clientID); id != cnc.NullCounterID {
-				c.hb = shm.Int64At(c.valuesBuf, int(id)*cnc.CounterValueLength)
+				c.hb, _ = c.counter(id)
 				c.appendHeartbeatLabel(id)
 			}
 		}
@@ -445,13 +454,20 @@ func (c *Client) handleResponse(typeID int32, msg []byte) {
 		}
 		if corr == c.clientID && typeID == cnc.RspOnCounterReady && c.hb == nil {
 			// The driver names this client's heartbeat counter.
-			c.hb = shm.Int64At(c.valuesBuf, int(id)*cnc.CounterValueLength)
-			c.appendHeartbeatLabel(id)
+			if hb, err := c.counter(id); err == nil {
+				c.hb = hb
+				c.appendHeartbeatLabel(id)
+			}
 			return
 		}
 		if p, ok := c.pending[corr]; ok {
 			delete(c.pending, corr)
-			ctr := &Counter{client: c, registrationID: corr, id: id, value: shm.Int64At(c.valuesBuf, int(id)*cnc.CounterValueLength), static: typeID == cnc.RspOnStaticCounter}
+			v, err := c.counter(id)
+			if err != nil {
+				p.ch <- result{err: err}
+				return
+			}
+			ctr := &Counter{client: c, registrationID: corr, id: id, value: v, static: typeID == cnc.RspOnStaticCounter}
 			if !ctr.static {
 				c.counterz[corr] = ctr
 			}

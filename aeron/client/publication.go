@@ -7,7 +7,6 @@ import (
 
 	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/logbuffer"
-	"github.com/ibgo/ibgo/internal/shm"
 )
 
 var le = binary.LittleEndian
@@ -86,10 +85,15 @@ func newPublication(c *Client, r cnc.PublicationReady, channel string, exclusive
 		log.Close()
 		return nil, err
 	}
+	pubLmt, err := c.counter(r.PublicationLimitCounterID)
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
 	termLength := int64(log.TermLength())
 	p := &Publication{client: c, registrationID: r.CorrelationID, originalRegistrationID: r.RegistrationID,
 		streamID: r.StreamID, sessionID: r.SessionID, channel: channel, exclusive: exclusive, log: log, meta: m, hw: hw,
-		pubLmt:        shm.Int64At(c.valuesBuf, int(r.PublicationLimitCounterID)*cnc.CounterValueLength),
+		pubLmt:        pubLmt,
 		initialTermID: m.InitialTermID(), positionBitsToShift: logbuffer.PositionBitsToShift(int32(termLength)),
 		termLength: termLength, maxPayload: int(m.MTULength()) - 32,
 		maxMessage:          min(int(termLength/8), 16<<20),

@@ -7,7 +7,6 @@ import (
 	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/logbuffer"
 	"github.com/ibgo/ibgo/aeron/protocol"
-	"github.com/ibgo/ibgo/internal/shm"
 )
 
 // FragmentHandler receives each fragment: the payload aliases the log and
@@ -173,9 +172,14 @@ func newImage(c *Client, s *Subscription, m cnc.ImageReady) (*Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("aeron client: map image log: %w", err)
 	}
+	subPos, err := c.counter(m.SubscriberPositionID)
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
 	tl := log.TermLength()
 	img := &Image{subscription: s, correlationID: m.CorrelationID, sessionID: m.SessionID, sourceIdentity: m.SourceIdentity,
-		log: log, subPos: shm.Int64At(c.valuesBuf, int(m.SubscriberPositionID)*cnc.CounterValueLength),
+		log: log, subPos: subPos,
 		termLength: int64(tl), positionBitsToShift: logbuffer.PositionBitsToShift(tl),
 		header: logbuffer.NewHeader(log.Metadata().InitialTermID(), tl)}
 	img.joinPosition = img.subPos.Load()
