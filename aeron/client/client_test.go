@@ -76,32 +76,58 @@ func offer(t testing.TB, p *client.Publication, msg []byte) int64 {
 }
 
 func TestOrderedDeliveryWithRotation(t *testing.T) {
-	d := startDriver(t, testConfig(t))
-	c := connect(t, d.Dir())
-	sub, err := c.AddSubscription("aeron:ipc", 10)
-	require.NoError(t, err)
-	pub, err := c.AddPublication("aeron:ipc", 10)
-	require.NoError(t, err)
-	waitFor(t, "image", func() bool { return sub.ImageCount() == 1 })
-	waitFor(t, "connected", pub.IsConnected)
-
-	const n = 20000 // 20000 × 96-byte frames ≈ 30 terms of 64 KiB
-	next := uint64(0)
-	handler := func(p []byte, h *client.Header) {
-		require.Equal(t, next, binary.LittleEndian.Uint64(p))
-		next++
-	}
-	msg := make([]byte, 64)
-	for i := uint64(0); i < n; i++ {
-		binary.LittleEndian.PutUint64(msg, i)
-		for {
-			r := pub.Offer(msg)
-			if r > 0 {
-				break
+	for _, exclusive := range []bool{false, true} {
+		t.Run(map[bool]string{false: "concurrent", true: "exclusive"}[exclusive], func(t *testing.T) {
+			d := startDriver(t, testConfig(t))
+			c := connect(t, d.Dir())
+			sub, err := c.AddSubscription("aeron:ipc", 10)
+			require.NoError(t, err)
+			add := c.AddPublication
+			if exclusive {
+				add = c.AddExclusivePublication
 			}
-			require.Contains(t, []int64{client.BackPressured, client.AdminAction}, r, client.ResultString(r))
-			sub.Poll(handler, 100)
-		}
+			pub, err := add("aeron:ipc", 10)
+			require.NoError(t, err)
+			waitFor(t, "image", func() bool { return sub.ImageCount() == 1 })
+			waitFor(t, "connected", pub.IsConnected)
+
+			// 20000 messages ≈ 30 terms of 64 KiB; every 100th is
+			// fragmented, every 7th written with TryClaim.
+			const n = 20000
+			next := uint64(0)
+			asm := client.NewFragmentAssembler(func(p []byte, h *client.Header) {
+				require.Equal(t, next, binary.LittleEndian.Uint64(p))
+				if next%100 == 0 {
+					require.Len(t, p, 3000)
+				}
+				next++
+			})
+			msg := make([]byte, 3000)
+			var claim client.BufferClaim
+			for i := uint64(0); i < n; i++ {
+				binary.LittleEndian.PutUint64(msg, i)
+				for {
+					var r int64
+					switch {
+					case i%100 == 0:
+						r = pub.Offer(msg)
+					case i%7 == 0:
+						if r = pub.TryClaim(64, &claim); r > 0 {
+							binary.LittleEndian.PutUint64(claim.Buffer(), i)
+							claim.Commit()
+						}
+					default:
+						r = pub.Offer(msg[:64])
+					}
+					if r > 0 {
+						require.Equal(t, pub.Position(), r)
+						break
+					}
+					require.Contains(t, []int64{client.BackPressured, client.AdminAction}, r, client.ResultString(r))
+					sub.Poll(asm.Handler(), 100)
+				}
+			}
+			waitFor(t, "all messages", func() bool { sub.Poll(asm.Handler(), 100); return next == n })
+		})
 	}
-	waitFor(t, "all messages", func() bool { sub.Poll(handler, 100); return next == n })
 }

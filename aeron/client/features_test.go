@@ -282,7 +282,10 @@ func cncErrorLog(t *testing.T, dir string) []byte {
 }
 
 func TestHotPathsDoNotAllocate(t *testing.T) {
-	_, _, pub, sub := setup(t, 6)
+	_, c, pub, sub := setup(t, 6)
+	ex, err := c.AddExclusivePublication("aeron:ipc", 6)
+	require.NoError(t, err)
+	waitFor(t, "second image", func() bool { return sub.ImageCount() == 2 })
 	msg := make([]byte, 256)
 	handler := func([]byte, *client.Header) {}
 	var claim client.BufferClaim
@@ -291,6 +294,13 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 			sub.Poll(handler, 10)
 		}
 		for pub.TryClaim(64, &claim) < 0 {
+			sub.Poll(handler, 10)
+		}
+		claim.Commit()
+		for ex.Offer(msg) < 0 {
+			sub.Poll(handler, 10)
+		}
+		for ex.TryClaim(64, &claim) < 0 {
 			sub.Poll(handler, 10)
 		}
 		claim.Commit()

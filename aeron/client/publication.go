@@ -72,6 +72,15 @@ type Publication struct {
 	maxMessage          int
 	maxPossiblePosition int64
 	closed              atomic.Bool
+
+	// Exclusive publications keep the tail themselves
+	// (ExclusivePublication): only the writing goroutine touches these.
+	exAppenders  [logbuffer.PartitionCount]*logbuffer.ExclusiveTermAppender
+	exTermID     int32
+	exTermOffset int32
+	exTermCount  int32
+	exIndex      int
+	exTermBegin  int64
 }
 
 func newPublication(c *Client, r cnc.PublicationReady, channel string, exclusive bool) (*Publication, error) {
@@ -100,6 +109,15 @@ func newPublication(c *Client, r cnc.PublicationReady, channel string, exclusive
 		maxPossiblePosition: termLength << 31}
 	for i := range p.appenders {
 		p.appenders[i] = logbuffer.NewTermAppender(log, i)
+		p.exAppenders[i] = logbuffer.NewExclusiveTermAppender(log, i)
+	}
+	if exclusive {
+		p.exTermCount = m.ActiveTermCount()
+		p.exIndex = logbuffer.IndexByTermCount(int64(p.exTermCount))
+		raw := m.RawTailVolatile(p.exIndex)
+		p.exTermID = logbuffer.TermID(raw)
+		p.exTermOffset = logbuffer.TermOffset(raw, int32(termLength))
+		p.exTermBegin = logbuffer.ComputeTermBeginPosition(p.exTermID, p.positionBitsToShift, p.initialTermID)
 	}
 	return p, nil
 }
@@ -151,6 +169,9 @@ func (p *Publication) Offer(msg []byte) int64 {
 	if p.closed.Load() {
 		return Closed
 	}
+	if p.exclusive {
+		return p.offerExclusive(msg)
+	}
 	limit := p.pubLmt.Load()
 	termCount := p.meta.ActiveTermCount()
 	idx := logbuffer.IndexByTermCount(int64(termCount))
@@ -189,6 +210,13 @@ func (p *Publication) TryClaim(length int, claim *BufferClaim) int64 {
 	if length > p.maxPayload || length < 0 {
 		return PublicationError
 	}
+	if p.exclusive {
+		position := p.exTermBegin + int64(p.exTermOffset)
+		if position >= p.pubLmt.Load() {
+			return p.backPressureStatus(position, length)
+		}
+		return p.exNewPosition(p.exAppenders[p.exIndex].Claim(&p.hw, p.exTermID, p.exTermOffset, length, claim))
+	}
 	limit := p.pubLmt.Load()
 	termCount := p.meta.ActiveTermCount()
 	idx := logbuffer.IndexByTermCount(int64(termCount))
@@ -207,6 +235,46 @@ func (p *Publication) TryClaim(length int, claim *BufferClaim) int64 {
 		return AdminAction
 	}
 	return p.newPosition(termCount, termID, position-termOffset, resulting)
+}
+
+// offerExclusive is ExclusivePublication.offer: the term offset is ours,
+// the tail is published with an ordered store.
+func (p *Publication) offerExclusive(msg []byte) int64 {
+	position := p.exTermBegin + int64(p.exTermOffset)
+	if position >= p.pubLmt.Load() {
+		return p.backPressureStatus(position, len(msg))
+	}
+	a := p.exAppenders[p.exIndex]
+	if len(msg) <= p.maxPayload {
+		return p.exNewPosition(a.AppendUnfragmentedMessage(&p.hw, p.exTermID, p.exTermOffset, msg))
+	}
+	if len(msg) > p.maxMessage {
+		return PublicationError
+	}
+	r, err := a.AppendFragmentedMessage(&p.hw, p.exTermID, p.exTermOffset, msg, p.maxPayload)
+	if err != nil {
+		return PublicationError
+	}
+	return p.exNewPosition(r)
+}
+
+// exNewPosition mirrors ExclusivePublication.newPosition and rotateTerm.
+func (p *Publication) exNewPosition(resulting int32) int64 {
+	if resulting > 0 {
+		p.exTermOffset = resulting
+		return p.exTermBegin + int64(resulting)
+	}
+	if p.exTermBegin+p.termLength >= p.maxPossiblePosition {
+		return MaxPositionExceeded
+	}
+	p.exTermCount++
+	p.exIndex = logbuffer.IndexByTermCount(int64(p.exTermCount))
+	p.exTermBegin += p.termLength
+	p.exTermOffset = 0
+	p.exTermID++
+	p.meta.InitialiseTailWithTermID(p.exIndex, p.exTermID)
+	p.meta.SetActiveTermCountOrdered(p.exTermCount)
+	return AdminAction
 }
 
 func (p *Publication) newPosition(termCount, termID int32, termBegin int64, resulting int32) int64 {
