@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -97,9 +98,10 @@ func DefaultDir() string {
 	return os.TempDir() + "/aeron-" + name
 }
 
-// Connect maps the driver's CnC file, waiting up to the driver timeout for
-// a driver to start there, and checks that it is alive.
-func Connect(opts Options) (*Client, error) {
+// Connect maps the driver's CnC file, waiting up to the driver timeout (or
+// until ctx is done) for a driver to start there, and checks that it is
+// alive.
+func Connect(ctx context.Context, opts Options) (*Client, error) {
 	if opts.Dir == "" {
 		opts.Dir = DefaultDir()
 	}
@@ -137,7 +139,9 @@ func Connect(opts Options) (*Client, error) {
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("%w: no media driver in %s after %v (%v)", ErrDriverTimeout, opts.Dir, opts.DriverTimeout, err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+			return nil, err
+		}
 	}
 	for {
 		age := time.Since(time.UnixMilli(f.DriverHeartbeat()))
@@ -148,7 +152,10 @@ func Connect(opts Options) (*Client, error) {
 			f.Close()
 			return nil, fmt.Errorf("%w: driver heartbeat in %s is %v old", ErrDriverTimeout, opts.Dir, age.Round(time.Millisecond))
 		}
-		time.Sleep(10 * time.Millisecond)
+		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+			f.Close()
+			return nil, err
+		}
 	}
 	rb, err := f.ToDriver()
 	if err != nil {
@@ -218,8 +225,20 @@ func (c *Client) sendLocked(typeID int32, msg []byte) error {
 	return nil
 }
 
-// command sends a command and waits for its answer.
-func (c *Client) command(kind int32, streamID int32, channel string, encode func(dst []byte, corr int64) []byte) (any, error) {
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("aeron client: %w", ctx.Err())
+	case <-t.C:
+		return nil
+	}
+}
+
+// command sends a command and waits for its answer, at most the driver
+// timeout, or until ctx is done.
+func (c *Client) command(ctx context.Context, kind int32, streamID int32, channel string, encode func(dst []byte, corr int64) []byte) (any, error) {
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -244,6 +263,11 @@ func (c *Client) command(kind int32, streamID int32, channel string, encode func
 	select {
 	case r := <-p.ch:
 		return r.obj, r.err
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.pending, corr)
+		c.mu.Unlock()
+		return nil, fmt.Errorf("aeron client: %s (correlation id %d): %w", cnc.MessageName(kind), corr, ctx.Err())
 	case <-t.C:
 		c.mu.Lock()
 		delete(c.pending, corr)
@@ -500,17 +524,17 @@ func (c *Client) handleResponse(typeID int32, msg []byte) {
 
 // AddPublication adds a concurrent publication (shared by every client
 // adding the same channel and stream) and waits for the driver.
-func (c *Client) AddPublication(channel string, streamID int32) (*Publication, error) {
-	return c.addPublication(cnc.CmdAddPublication, channel, streamID)
+func (c *Client) AddPublication(ctx context.Context, channel string, streamID int32) (*Publication, error) {
+	return c.addPublication(ctx, cnc.CmdAddPublication, channel, streamID)
 }
 
 // AddExclusivePublication adds a publication of its own (one writer).
-func (c *Client) AddExclusivePublication(channel string, streamID int32) (*Publication, error) {
-	return c.addPublication(cnc.CmdAddExclusivePublication, channel, streamID)
+func (c *Client) AddExclusivePublication(ctx context.Context, channel string, streamID int32) (*Publication, error) {
+	return c.addPublication(ctx, cnc.CmdAddExclusivePublication, channel, streamID)
 }
 
-func (c *Client) addPublication(kind int32, channel string, streamID int32) (*Publication, error) {
-	obj, err := c.command(kind, streamID, channel, func(dst []byte, corr int64) []byte {
+func (c *Client) addPublication(ctx context.Context, kind int32, channel string, streamID int32) (*Publication, error) {
+	obj, err := c.command(ctx, kind, streamID, channel, func(dst []byte, corr int64) []byte {
 		return cnc.AppendPublicationCommand(dst, cnc.PublicationCommand{Correlated: cnc.Correlated{ClientID: c.clientID, CorrelationID: corr}, StreamID: streamID, Channel: channel})
 	})
 	if err != nil {
@@ -521,8 +545,8 @@ func (c *Client) addPublication(kind int32, channel string, streamID int32) (*Pu
 
 // AddSubscription adds a subscription and waits for the driver. Images
 // arrive afterwards (OnAvailableImage, Subscription.ImageCount).
-func (c *Client) AddSubscription(channel string, streamID int32) (*Subscription, error) {
-	obj, err := c.command(cnc.CmdAddSubscription, streamID, channel, func(dst []byte, corr int64) []byte {
+func (c *Client) AddSubscription(ctx context.Context, channel string, streamID int32) (*Subscription, error) {
+	obj, err := c.command(ctx, cnc.CmdAddSubscription, streamID, channel, func(dst []byte, corr int64) []byte {
 		return cnc.AppendSubscriptionCommand(dst, cnc.SubscriptionCommand{Correlated: cnc.Correlated{ClientID: c.clientID, CorrelationID: corr}, RegistrationCorrelationID: -1, StreamID: streamID, Channel: channel})
 	})
 	if err != nil {
@@ -532,8 +556,8 @@ func (c *Client) AddSubscription(channel string, streamID int32) (*Subscription,
 }
 
 // AddCounter allocates a counter owned by this client.
-func (c *Client) AddCounter(typeID int32, key []byte, label string) (*Counter, error) {
-	obj, err := c.command(cnc.CmdAddCounter, 0, "", func(dst []byte, corr int64) []byte {
+func (c *Client) AddCounter(ctx context.Context, typeID int32, key []byte, label string) (*Counter, error) {
+	obj, err := c.command(ctx, cnc.CmdAddCounter, 0, "", func(dst []byte, corr int64) []byte {
 		return cnc.AppendCounterCommand(dst, cnc.CounterCommand{Correlated: cnc.Correlated{ClientID: c.clientID, CorrelationID: corr}, TypeID: typeID, Key: key, Label: label})
 	})
 	if err != nil {
@@ -544,8 +568,8 @@ func (c *Client) AddCounter(typeID int32, key []byte, label string) (*Counter, e
 
 // AddStaticCounter finds or allocates a counter that outlives clients,
 // identified by type and registration id.
-func (c *Client) AddStaticCounter(typeID int32, key []byte, label string, registrationID int64) (*Counter, error) {
-	obj, err := c.command(cnc.CmdAddStaticCounter, 0, "", func(dst []byte, corr int64) []byte {
+func (c *Client) AddStaticCounter(ctx context.Context, typeID int32, key []byte, label string, registrationID int64) (*Counter, error) {
+	obj, err := c.command(ctx, cnc.CmdAddStaticCounter, 0, "", func(dst []byte, corr int64) []byte {
 		return cnc.AppendCounterCommand(dst, cnc.CounterCommand{Correlated: cnc.Correlated{ClientID: c.clientID, CorrelationID: corr}, Static: true, RegistrationID: registrationID, TypeID: typeID, Key: key, Label: label})
 	})
 	if err != nil {
@@ -556,8 +580,8 @@ func (c *Client) AddStaticCounter(typeID int32, key []byte, label string, regist
 
 // NextAvailableSessionID asks the driver for a session id not in use
 // (Aeron 1.53 GET_NEXT_AVAILABLE_SESSION_ID).
-func (c *Client) NextAvailableSessionID(streamID int32) (int32, error) {
-	obj, err := c.command(cnc.CmdGetNextAvailableSessionID, streamID, "", func(dst []byte, corr int64) []byte {
+func (c *Client) NextAvailableSessionID(ctx context.Context, streamID int32) (int32, error) {
+	obj, err := c.command(ctx, cnc.CmdGetNextAvailableSessionID, streamID, "", func(dst []byte, corr int64) []byte {
 		return cnc.AppendSessionIDCommand(dst, cnc.SessionIDCommand{Correlated: cnc.Correlated{ClientID: c.clientID, CorrelationID: corr}, StreamID: streamID})
 	})
 	if err != nil {
@@ -567,7 +591,7 @@ func (c *Client) NextAvailableSessionID(streamID int32) (int32, error) {
 }
 
 func (c *Client) remove(kind int32, registrationID int64) error {
-	_, err := c.command(kind, 0, "", func(dst []byte, corr int64) []byte {
+	_, err := c.command(context.Background(), kind, 0, "", func(dst []byte, corr int64) []byte {
 		return cnc.AppendRemoveCommand(dst, cnc.RemoveCommand{Correlated: cnc.Correlated{ClientID: c.clientID, CorrelationID: corr}, RegistrationID: registrationID})
 	})
 	return err

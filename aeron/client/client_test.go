@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"encoding/binary"
 	"path/filepath"
 	"testing"
@@ -41,7 +42,7 @@ func connect(t testing.TB, dir string, opts ...func(*client.Options)) *client.Cl
 	for _, f := range opts {
 		f(&o)
 	}
-	c, err := client.Connect(o)
+	c, err := client.Connect(context.Background(), o)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -80,13 +81,13 @@ func TestOrderedDeliveryWithRotation(t *testing.T) {
 		t.Run(map[bool]string{false: "concurrent", true: "exclusive"}[exclusive], func(t *testing.T) {
 			d := startDriver(t, testConfig(t))
 			c := connect(t, d.Dir())
-			sub, err := c.AddSubscription("aeron:ipc", 10)
+			sub, err := c.AddSubscription(context.Background(), "aeron:ipc", 10)
 			require.NoError(t, err)
 			add := c.AddPublication
 			if exclusive {
 				add = c.AddExclusivePublication
 			}
-			pub, err := add("aeron:ipc", 10)
+			pub, err := add(context.Background(), "aeron:ipc", 10)
 			require.NoError(t, err)
 			waitFor(t, "image", func() bool { return sub.ImageCount() == 1 })
 			waitFor(t, "connected", pub.IsConnected)

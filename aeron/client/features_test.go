@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -21,9 +22,9 @@ import (
 func setup(t *testing.T, stream int32) (*driver.Driver, *client.Client, *client.Publication, *client.Subscription) {
 	d := startDriver(t, testConfig(t))
 	c := connect(t, d.Dir())
-	sub, err := c.AddSubscription("aeron:ipc", stream)
+	sub, err := c.AddSubscription(context.Background(), "aeron:ipc", stream)
 	require.NoError(t, err)
-	pub, err := c.AddPublication("aeron:ipc", stream)
+	pub, err := c.AddPublication(context.Background(), "aeron:ipc", stream)
 	require.NoError(t, err)
 	waitFor(t, "image", func() bool { return sub.ImageCount() == 1 })
 	return d, c, pub, sub
@@ -69,11 +70,11 @@ func TestFragmentationAndReassembly(t *testing.T) {
 func TestBackPressureAndNotConnected(t *testing.T) {
 	d := startDriver(t, testConfig(t))
 	c := connect(t, d.Dir())
-	pub, err := c.AddPublication("aeron:ipc", 2)
+	pub, err := c.AddPublication(context.Background(), "aeron:ipc", 2)
 	require.NoError(t, err)
 	require.Equal(t, client.NotConnected, pub.Offer([]byte("nobody listens")))
 	require.False(t, pub.IsConnected())
-	sub, err := c.AddSubscription("aeron:ipc", 2)
+	sub, err := c.AddSubscription(context.Background(), "aeron:ipc", 2)
 	require.NoError(t, err)
 	waitFor(t, "connected", pub.IsConnected)
 	waitFor(t, "limit", func() bool { return pub.PublicationLimit() > 0 })
@@ -92,12 +93,12 @@ func TestBackPressureAndNotConnected(t *testing.T) {
 func TestExclusiveAndLateJoiningSubscribers(t *testing.T) {
 	d := startDriver(t, testConfig(t))
 	c := connect(t, d.Dir())
-	ex1, err := c.AddExclusivePublication("aeron:ipc", 3)
+	ex1, err := c.AddExclusivePublication(context.Background(), "aeron:ipc", 3)
 	require.NoError(t, err)
-	ex2, err := c.AddExclusivePublication("aeron:ipc", 3)
+	ex2, err := c.AddExclusivePublication(context.Background(), "aeron:ipc", 3)
 	require.NoError(t, err)
 	require.NotEqual(t, ex1.SessionID(), ex2.SessionID(), "each exclusive publication is a session of its own")
-	early, err := c.AddSubscription("aeron:ipc", 3)
+	early, err := c.AddSubscription(context.Background(), "aeron:ipc", 3)
 	require.NoError(t, err)
 	waitFor(t, "two images", func() bool { return early.ImageCount() == 2 })
 	for i := 0; i < 10; i++ {
@@ -107,7 +108,7 @@ func TestExclusiveAndLateJoiningSubscribers(t *testing.T) {
 	h := func(p []byte, hd *client.Header) { count[hd.SessionID()]++ }
 	waitFor(t, "early reads 10", func() bool { early.Poll(h, 10); return count[ex1.SessionID()] == 10 })
 
-	late, err := c.AddSubscription("aeron:ipc?session-id="+fmt.Sprint(ex1.SessionID()), 3)
+	late, err := c.AddSubscription(context.Background(), "aeron:ipc?session-id="+fmt.Sprint(ex1.SessionID()), 3)
 	require.NoError(t, err)
 	waitFor(t, "late image", func() bool { return late.ImageCount() == 1 })
 	img := late.Images()[0]
@@ -200,7 +201,7 @@ func TestCountersAndSystemCounters(t *testing.T) {
 		return false
 	})
 
-	ctr, err := c.AddCounter(2001, []byte{1, 2, 3}, "my counter")
+	ctr, err := c.AddCounter(context.Background(), 2001, []byte{1, 2, 3}, "my counter")
 	require.NoError(t, err)
 	require.Equal(t, "my counter", r.CounterLabel(ctr.ID()))
 	require.Equal(t, int32(2001), r.CounterTypeID(ctr.ID()))
@@ -210,13 +211,13 @@ func TestCountersAndSystemCounters(t *testing.T) {
 	require.NoError(t, ctr.Close())
 	require.NotEqual(t, int32(cnc.RecordAllocated), r.CounterState(ctr.ID()))
 
-	st1, err := c.AddStaticCounter(2002, nil, "static", 777)
+	st1, err := c.AddStaticCounter(context.Background(), 2002, nil, "static", 777)
 	require.NoError(t, err)
-	st2, err := c.AddStaticCounter(2002, nil, "static", 777)
+	st2, err := c.AddStaticCounter(context.Background(), 2002, nil, "static", 777)
 	require.NoError(t, err)
 	require.Equal(t, st1.ID(), st2.ID(), "a static counter is found again by type and registration id")
 
-	sid, err := c.NextAvailableSessionID(5)
+	sid, err := c.NextAvailableSessionID(context.Background(), 5)
 	require.NoError(t, err)
 	require.False(t, sid >= -1 && sid <= 1000, "reserved session ids are skipped")
 	_ = d
@@ -233,16 +234,16 @@ func keys(m map[string]cnc.Counter) []string {
 func TestErrorsAreTypedAndDriverKeepsServing(t *testing.T) {
 	d := startDriver(t, testConfig(t))
 	c := connect(t, d.Dir())
-	_, err := c.AddPublication("aeron:udp?endpoint=localhost:40123", 1)
+	_, err := c.AddPublication(context.Background(), "aeron:udp?endpoint=localhost:40123", 1)
 	var de *client.DriverError
 	require.ErrorAs(t, err, &de)
 	require.Equal(t, client.InvalidChannel, de.Code)
 	require.Contains(t, de.Message, "not supported")
-	_, err = c.AddSubscription("aeron:ib?endpoint=10.0.0.1:40123", 1)
+	_, err = c.AddSubscription(context.Background(), "aeron:ib?endpoint=10.0.0.1:40123", 1)
 	require.ErrorIs(t, err, client.InvalidChannel)
-	_, err = c.AddPublication("aeron:ipc?term-length=1000", 1)
+	_, err = c.AddPublication(context.Background(), "aeron:ipc?term-length=1000", 1)
 	require.ErrorIs(t, err, client.InvalidChannel)
-	_, err = c.AddSubscription("not a uri", 1)
+	_, err = c.AddSubscription(context.Background(), "not a uri", 1)
 	require.ErrorIs(t, err, client.InvalidChannel)
 
 	errorsBefore := c.CounterValue(15)
@@ -267,7 +268,7 @@ func TestErrorsAreTypedAndDriverKeepsServing(t *testing.T) {
 	require.Contains(t, text.String(), "malformed ADD_COUNTER")
 
 	// And the driver still serves everyone.
-	pub, err := c.AddPublication("aeron:ipc", 9)
+	pub, err := c.AddPublication(context.Background(), "aeron:ipc", 9)
 	require.NoError(t, err)
 	require.NoError(t, pub.Close())
 	require.ErrorIs(t, c.SendRaw(cnc.CmdRemovePublication, nil), nil)
@@ -283,7 +284,7 @@ func cncErrorLog(t *testing.T, dir string) []byte {
 
 func TestHotPathsDoNotAllocate(t *testing.T) {
 	_, c, pub, sub := setup(t, 6)
-	ex, err := c.AddExclusivePublication("aeron:ipc", 6)
+	ex, err := c.AddExclusivePublication(context.Background(), "aeron:ipc", 6)
 	require.NoError(t, err)
 	waitFor(t, "second image", func() bool { return sub.ImageCount() == 2 })
 	msg := make([]byte, 256)
@@ -316,9 +317,9 @@ func TestPublicationCloseMakesImageUnavailable(t *testing.T) {
 	c := connect(t, d.Dir(), func(o *client.Options) {
 		o.OnUnavailableImage = func(img *client.Image) { mu.Lock(); gone = append(gone, img.CorrelationID()); mu.Unlock() }
 	})
-	sub, err := c.AddSubscription("aeron:ipc", 7)
+	sub, err := c.AddSubscription(context.Background(), "aeron:ipc", 7)
 	require.NoError(t, err)
-	pub, err := c.AddPublication("aeron:ipc", 7)
+	pub, err := c.AddPublication(context.Background(), "aeron:ipc", 7)
 	require.NoError(t, err)
 	waitFor(t, "image", func() bool { return sub.ImageCount() == 1 })
 	img := sub.Images()[0]
@@ -342,7 +343,7 @@ func TestClientTimedOutByDriver(t *testing.T) {
 		o.KeepaliveInterval = time.Hour // a client that stopped sending keepalives
 		o.OnError = func(err error) { errs <- err }
 	})
-	pub, err := c.AddPublication("aeron:ipc", 8)
+	pub, err := c.AddPublication(context.Background(), "aeron:ipc", 8)
 	require.NoError(t, err)
 	select {
 	case err := <-errs:
@@ -360,11 +361,11 @@ func TestStartPositionAndMaxPositionExceeded(t *testing.T) {
 	// Two frames of 96 bytes before the end of the last possible term
 	// (term id 2^31-1 from initial term id 0, 64 KiB terms: position 2^47).
 	ch := "aeron:ipc?term-length=64k|init-term-id=0|term-id=2147483647|term-offset=65344"
-	pub, err := c.AddExclusivePublication(ch, 11)
+	pub, err := c.AddExclusivePublication(context.Background(), ch, 11)
 	require.NoError(t, err)
 	const maxPos = int64(1) << 47
 	require.Equal(t, maxPos-192, pub.Position())
-	sub, err := c.AddSubscription("aeron:ipc", 11)
+	sub, err := c.AddSubscription(context.Background(), "aeron:ipc", 11)
 	require.NoError(t, err)
 	waitFor(t, "image", func() bool { return sub.ImageCount() == 1 })
 	require.Equal(t, maxPos-192, sub.Images()[0].JoinPosition())
@@ -376,8 +377,8 @@ func TestStartPositionAndMaxPositionExceeded(t *testing.T) {
 	n := 0
 	waitFor(t, "both messages", func() bool { n += sub.Poll(func([]byte, *client.Header) {}, 10); return n == 2 })
 
-	_, err = c.AddPublication("aeron:ipc?init-term-id=5|term-id=5|term-offset=0", 11)
+	_, err = c.AddPublication(context.Background(), "aeron:ipc?init-term-id=5|term-id=5|term-offset=0", 11)
 	require.NoError(t, err, "a concurrent publication of its own on the stream")
-	_, err = c.AddPublication("aeron:ipc?init-term-id=6|term-id=6|term-offset=0", 11)
+	_, err = c.AddPublication(context.Background(), "aeron:ipc?init-term-id=6|term-id=6|term-offset=0", 11)
 	require.ErrorIs(t, err, client.InvalidChannel, "conflicts with the existing concurrent publication")
 }

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -52,12 +53,12 @@ func runRole(role, dir, arg string) int {
 		f := strings.Fields(arg)
 		id, _ := strconv.Atoi(f[0])
 		n, _ := strconv.Atoi(f[1])
-		c, err := client.Connect(client.Options{Dir: dir})
+		c, err := client.Connect(context.Background(), client.Options{Dir: dir})
 		if err != nil {
 			return fail("%v", err)
 		}
 		defer c.Close()
-		p, err := c.AddPublication("aeron:ipc", 20)
+		p, err := c.AddPublication(context.Background(), "aeron:ipc", 20)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -77,28 +78,28 @@ func runRole(role, dir, arg string) int {
 		}
 		return 0
 	case "hold": // add resources, report, then wait to be killed
-		c, err := client.Connect(client.Options{Dir: dir})
+		c, err := client.Connect(context.Background(), client.Options{Dir: dir})
 		if err != nil {
 			return fail("%v", err)
 		}
-		if _, err := c.AddPublication("aeron:ipc", 30); err != nil {
+		if _, err := c.AddPublication(context.Background(), "aeron:ipc", 30); err != nil {
 			return fail("%v", err)
 		}
-		if _, err := c.AddSubscription("aeron:ipc", 31); err != nil {
+		if _, err := c.AddSubscription(context.Background(), "aeron:ipc", 31); err != nil {
 			return fail("%v", err)
 		}
-		ctr, err := c.AddCounter(1001, []byte("k"), "held counter")
+		ctr, err := c.AddCounter(context.Background(), 1001, []byte("k"), "held counter")
 		if err != nil {
 			return fail("%v", err)
 		}
 		fmt.Printf("ready %d %d\n", c.ClientID(), ctr.ID())
 		select {}
 	case "claim-and-die": // claim a frame on stream 40 and exit without committing
-		c, err := client.Connect(client.Options{Dir: dir})
+		c, err := client.Connect(context.Background(), client.Options{Dir: dir})
 		if err != nil {
 			return fail("%v", err)
 		}
-		p, err := c.AddPublication("aeron:ipc", 40)
+		p, err := c.AddPublication(context.Background(), "aeron:ipc", 40)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -162,7 +163,7 @@ func TestMultiProcessPublishers(t *testing.T) {
 	drv := spawn(t, "driver", dir, "")
 	require.Equal(t, "ready", drv.line(t))
 	c := connect(t, dir)
-	sub, err := c.AddSubscription("aeron:ipc", 20)
+	sub, err := c.AddSubscription(context.Background(), "aeron:ipc", 20)
 	require.NoError(t, err)
 
 	const pubs, n = 3, 3000
@@ -193,7 +194,7 @@ func TestClientKilledResourcesReleased(t *testing.T) {
 	cfg.ClientLivenessTimeout = 500 * time.Millisecond
 	d := startDriver(t, cfg)
 	c := connect(t, d.Dir())
-	pub, err := c.AddPublication("aeron:ipc", 30) // shares the killed client's publication
+	pub, err := c.AddPublication(context.Background(), "aeron:ipc", 30) // shares the killed client's publication
 	require.NoError(t, err)
 
 	h := spawn(t, "hold", d.Dir(), "")
@@ -215,7 +216,7 @@ func TestClientKilledResourcesReleased(t *testing.T) {
 		return true
 	})
 	// The survivor's publication (shared with the dead client) still works.
-	sub, err := c.AddSubscription("aeron:ipc", 30)
+	sub, err := c.AddSubscription(context.Background(), "aeron:ipc", 30)
 	require.NoError(t, err)
 	waitFor(t, "image", func() bool { return sub.ImageCount() == 1 })
 	offer(t, pub, []byte("still here"))
@@ -237,7 +238,7 @@ func TestDriverKilledClientsSeeTimeout(t *testing.T) {
 		o.DriverTimeout = time.Second
 		o.OnError = func(err error) { errs <- err }
 	})
-	pub, err := c.AddPublication("aeron:ipc", 1)
+	pub, err := c.AddPublication(context.Background(), "aeron:ipc", 1)
 	require.NoError(t, err)
 	require.NoError(t, drv.cmd.Process.Kill())
 	drv.cmd.Wait()
@@ -249,11 +250,11 @@ func TestDriverKilledClientsSeeTimeout(t *testing.T) {
 	}
 	require.ErrorIs(t, c.Err(), client.ErrDriverTimeout)
 	require.Equal(t, client.Closed, pub.Offer([]byte("x")))
-	_, err = c.AddSubscription("aeron:ipc", 1)
+	_, err = c.AddSubscription(context.Background(), "aeron:ipc", 1)
 	require.ErrorIs(t, err, client.ErrDriverTimeout)
 
 	// A new client refuses the dead driver's directory.
-	_, err = client.Connect(client.Options{Dir: dir, DriverTimeout: 200 * time.Millisecond})
+	_, err = client.Connect(context.Background(), client.Options{Dir: dir, DriverTimeout: 200 * time.Millisecond})
 	require.ErrorIs(t, err, client.ErrDriverTimeout)
 }
 
@@ -262,9 +263,9 @@ func TestPublisherKilledMidClaimIsUnblocked(t *testing.T) {
 	cfg.PublicationUnblockTimeout = 300 * time.Millisecond
 	d := startDriver(t, cfg)
 	c := connect(t, d.Dir())
-	sub, err := c.AddSubscription("aeron:ipc", 40)
+	sub, err := c.AddSubscription(context.Background(), "aeron:ipc", 40)
 	require.NoError(t, err)
-	pub, err := c.AddPublication("aeron:ipc", 40)
+	pub, err := c.AddPublication(context.Background(), "aeron:ipc", 40)
 	require.NoError(t, err)
 	waitFor(t, "image", func() bool { return sub.ImageCount() == 1 })
 

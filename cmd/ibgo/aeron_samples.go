@@ -98,7 +98,7 @@ func init() {
 
 func sampleClient(c *cli.Context) (*client.Client, error) {
 	dir, _ := aeronDir(c)
-	cl, err := client.Connect(client.Options{Dir: dir, DriverTimeout: c.Duration("driver-timeout")})
+	cl, err := client.Connect(c.Context, client.Options{Dir: dir, DriverTimeout: c.Duration("driver-timeout")})
 	if err != nil {
 		return nil, fail(1, "%v", err)
 	}
@@ -131,7 +131,7 @@ func aeronPub(c *cli.Context) error {
 	if c.Bool("exclusive") {
 		add = cl.AddExclusivePublication
 	}
-	pub, err := add(c.String("channel"), stream)
+	pub, err := add(c.Context, c.String("channel"), stream)
 	if err != nil {
 		return fail(1, "add publication: %v", err)
 	}
@@ -173,7 +173,7 @@ func aeronSub(c *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	sub, err := cl.AddSubscription(c.String("channel"), stream)
+	sub, err := cl.AddSubscription(c.Context, c.String("channel"), stream)
 	if err != nil {
 		return fail(1, "add subscription: %v", err)
 	}
@@ -239,11 +239,11 @@ func aeronPing(c *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	sub, err := cl.AddSubscription(c.String("pong-channel"), pong)
+	sub, err := cl.AddSubscription(c.Context, c.String("pong-channel"), pong)
 	if err != nil {
 		return fail(1, "add subscription: %v", err)
 	}
-	pub, err := cl.AddExclusivePublication(c.String("channel"), ping)
+	pub, err := cl.AddExclusivePublication(c.Context, c.String("channel"), ping)
 	if err != nil {
 		return fail(1, "add publication: %v", err)
 	}
@@ -301,11 +301,11 @@ func aeronPong(c *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	sub, err := cl.AddSubscription(c.String("channel"), ping)
+	sub, err := cl.AddSubscription(c.Context, c.String("channel"), ping)
 	if err != nil {
 		return fail(1, "add subscription: %v", err)
 	}
-	pub, err := cl.AddExclusivePublication(c.String("pong-channel"), pong)
+	pub, err := cl.AddExclusivePublication(c.Context, c.String("pong-channel"), pong)
 	if err != nil {
 		return fail(1, "add publication: %v", err)
 	}
@@ -379,7 +379,7 @@ func aeronThroughput(c *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	sub, err := cl.AddSubscription(c.String("channel"), stream)
+	sub, err := cl.AddSubscription(c.Context, c.String("channel"), stream)
 	if err != nil {
 		return fail(1, "add subscription: %v", err)
 	}
@@ -387,7 +387,7 @@ func aeronThroughput(c *cli.Context) error {
 	if c.Bool("exclusive") {
 		add = cl.AddExclusivePublication
 	}
-	pub, err := add(c.String("channel"), stream)
+	pub, err := add(c.Context, c.String("channel"), stream)
 	if err != nil {
 		return fail(1, "add publication: %v", err)
 	}

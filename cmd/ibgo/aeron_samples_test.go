@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
 	"os"
 	"path/filepath"
@@ -24,7 +25,7 @@ func sampleDriver(t *testing.T) (*driver.Driver, *client.Client) {
 	d, err := driver.Start(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { d.Close() })
-	c, err := client.Connect(client.Options{Dir: cfg.Dir})
+	c, err := client.Connect(context.Background(), client.Options{Dir: cfg.Dir})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return d, c
@@ -32,7 +33,7 @@ func sampleDriver(t *testing.T) (*driver.Driver, *client.Client) {
 
 func TestAeronPubToGoSubscriber(t *testing.T) {
 	d, c := sampleDriver(t)
-	sub, err := c.AddSubscription("aeron:ipc", 1001)
+	sub, err := c.AddSubscription(context.Background(), "aeron:ipc", 1001)
 	require.NoError(t, err)
 	var got []uint64
 	var lengths []int
@@ -63,7 +64,7 @@ func TestAeronPubToGoSubscriber(t *testing.T) {
 // publishSeqs offers the given sequence numbers once the sample subscriber
 // is connected.
 func publishSeqs(t *testing.T, c *client.Client, seqs ...uint64) {
-	pub, err := c.AddPublication("aeron:ipc", 1001)
+	pub, err := c.AddPublication(context.Background(), "aeron:ipc", 1001)
 	require.NoError(t, err)
 	go func() {
 		for !pub.IsConnected() {
@@ -107,9 +108,9 @@ func TestAeronSubChecksSequence(t *testing.T) {
 
 func TestAeronPingAgainstGoPong(t *testing.T) {
 	d, c := sampleDriver(t)
-	sub, err := c.AddSubscription("aeron:ipc", 1002)
+	sub, err := c.AddSubscription(context.Background(), "aeron:ipc", 1002)
 	require.NoError(t, err)
-	pub, err := c.AddPublication("aeron:ipc", 1003)
+	pub, err := c.AddPublication(context.Background(), "aeron:ipc", 1003)
 	require.NoError(t, err)
 	stop := make(chan struct{})
 	defer close(stop)
@@ -199,11 +200,11 @@ func TestDriverCommandTerminatedByClient(t *testing.T) {
 // `ibgo aeron stat` and `errors` read an ibgo driver as they read Aeron's.
 func TestAeronStatOfIbgoDriver(t *testing.T) {
 	d, c := sampleDriver(t)
-	pub, err := c.AddPublication("aeron:ipc", 1001)
+	pub, err := c.AddPublication(context.Background(), "aeron:ipc", 1001)
 	require.NoError(t, err)
-	sub, err := c.AddSubscription("aeron:ipc", 1001)
+	sub, err := c.AddSubscription(context.Background(), "aeron:ipc", 1001)
 	require.NoError(t, err)
-	_, err = c.AddPublication("aeron:udp?endpoint=localhost:40999", 1)
+	_, err = c.AddPublication(context.Background(), "aeron:udp?endpoint=localhost:40999", 1)
 	require.Error(t, err)
 	for end := time.Now().Add(30 * time.Second); sub.ImageCount() == 0 && time.Now().Before(end); {
 		time.Sleep(time.Millisecond)
