@@ -125,35 +125,27 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	if opts.ClientName == "" {
 		opts.ClientName = os.Getenv("AERON_CLIENT_NAME")
 	}
+	// Reopen on every attempt: a driver starting in a stale directory
+	// replaces cnc.dat, and the old file's heartbeat never moves again.
 	deadline := time.Now().Add(opts.DriverTimeout)
 	var f *cnc.File
 	for {
 		var err error
 		f, err = cnc.OpenFile(cnc.Path(opts.Dir), true)
 		if err == nil {
-			break
-		}
-		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, cnc.ErrNotReady) {
+			age := time.Since(time.UnixMilli(f.DriverHeartbeat()))
+			if age < opts.DriverTimeout {
+				break
+			}
+			f.Close()
+			err = fmt.Errorf("driver heartbeat is %v old", age.Round(time.Millisecond))
+		} else if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, cnc.ErrNotReady) {
 			return nil, fmt.Errorf("aeron client: %w", err)
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%w: no media driver in %s after %v (%v)", ErrDriverTimeout, opts.Dir, opts.DriverTimeout, err)
+			return nil, fmt.Errorf("%w: no live media driver in %s after %v (%v)", ErrDriverTimeout, opts.Dir, opts.DriverTimeout, err)
 		}
 		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
-			return nil, err
-		}
-	}
-	for {
-		age := time.Since(time.UnixMilli(f.DriverHeartbeat()))
-		if age < opts.DriverTimeout {
-			break
-		}
-		if time.Now().After(deadline) {
-			f.Close()
-			return nil, fmt.Errorf("%w: driver heartbeat in %s is %v old", ErrDriverTimeout, opts.Dir, age.Round(time.Millisecond))
-		}
-		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
-			f.Close()
 			return nil, err
 		}
 	}

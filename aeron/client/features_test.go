@@ -382,3 +382,26 @@ func TestStartPositionAndMaxPositionExceeded(t *testing.T) {
 	_, err = c.AddPublication(context.Background(), "aeron:ipc?init-term-id=6|term-id=6|term-offset=0", 11)
 	require.ErrorIs(t, err, client.InvalidChannel, "conflicts with the existing concurrent publication")
 }
+
+func TestConnectWaitsForADriverReplacingAStaleDirectory(t *testing.T) {
+	cfg := testConfig(t)
+	old, err := driver.Start(cfg)
+	require.NoError(t, err)
+	require.NoError(t, old.Close()) // leaves a cnc.dat whose heartbeat is 0
+	type res struct {
+		c   *client.Client
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		c, err := client.Connect(context.Background(), client.Options{Dir: cfg.Dir, DriverTimeout: deadline})
+		done <- res{c, err}
+	}()
+	time.Sleep(50 * time.Millisecond) // let Connect find the stale file first (not needed for correctness)
+	startDriver(t, cfg)
+	r := <-done
+	require.NoError(t, r.err)
+	defer r.c.Close()
+	_, err = r.c.AddSubscription(context.Background(), "aeron:ipc", 1)
+	require.NoError(t, err, "connected to the new driver, not the stale file")
+}
