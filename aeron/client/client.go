@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"strconv"
 	"sync"
@@ -139,9 +138,11 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 			}
 			f.Close()
 			err = fmt.Errorf("driver heartbeat is %v old", age.Round(time.Millisecond))
-		} else if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, cnc.ErrNotReady) {
+		} else if errors.Is(err, cnc.ErrIncompatible) {
 			return nil, fmt.Errorf("aeron client: %w", err)
 		}
+		// Anything else may be a driver still creating the file (missing,
+		// empty, version not yet written): retry until the deadline.
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("%w: no live media driver in %s after %v (%v)", ErrDriverTimeout, opts.Dir, opts.DriverTimeout, err)
 		}
