@@ -405,3 +405,41 @@ func TestConnectWaitsForADriverReplacingAStaleDirectory(t *testing.T) {
 	_, err = r.c.AddSubscription(context.Background(), "aeron:ipc", 1)
 	require.NoError(t, err, "connected to the new driver, not the stale file")
 }
+
+// BenchmarkOfferPoll is one goroutine offering 256-byte messages and
+// polling them back: the client's own cost per message, no contention.
+func BenchmarkOfferPoll(b *testing.B) {
+	for _, exclusive := range []bool{false, true} {
+		b.Run(map[bool]string{false: "concurrent", true: "exclusive"}[exclusive], func(b *testing.B) {
+			cfg := testConfig(b)
+			cfg.IPCTermBufferLength = 16 << 20
+			d := startDriver(b, cfg)
+			c := connect(b, d.Dir())
+			sub, err := c.AddSubscription(context.Background(), "aeron:ipc", 1)
+			require.NoError(b, err)
+			add := c.AddPublication
+			if exclusive {
+				add = c.AddExclusivePublication
+			}
+			pub, err := add(context.Background(), "aeron:ipc", 1)
+			require.NoError(b, err)
+			waitFor(b, "image", func() bool { return sub.ImageCount() == 1 })
+			msg := make([]byte, 256)
+			n := 0
+			handler := func([]byte, *client.Header) { n++ }
+			b.SetBytes(256)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for pub.Offer(msg) < 0 {
+					sub.Poll(handler, 64)
+				}
+				if i&63 == 63 {
+					sub.Poll(handler, 64)
+				}
+			}
+			for n < b.N {
+				sub.Poll(handler, 64)
+			}
+		})
+	}
+}
