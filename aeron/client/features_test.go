@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -332,6 +334,25 @@ func TestPublicationCloseMakesImageUnavailable(t *testing.T) {
 	waitFor(t, "image unavailable", func() bool { mu.Lock(); defer mu.Unlock(); return len(gone) == 1 })
 	require.Equal(t, 0, sub.ImageCount())
 	require.True(t, img.IsClosed())
+
+	// The counters tell the same story: no stream rows left, nothing mapped,
+	// and the log file is gone.
+	r := c.Counters()
+	waitFor(t, "stream counters freed", func() bool {
+		left := 0
+		r.ForEach(func(ctr cnc.Counter) bool {
+			if ctr.TypeID == cnc.TypePublisherLimit || ctr.TypeID == cnc.TypePublisherPosition || ctr.TypeID == cnc.TypeSubscriberPosition {
+				left++
+			}
+			return true
+		})
+		return left == 0
+	})
+	require.Zero(t, r.CounterValue(35), "Bytes currently mapped")
+	entries, err := os.ReadDir(filepath.Join(d.Dir(), "publications"))
+	require.NoError(t, err)
+	require.Empty(t, entries)
+	require.Zero(t, r.CounterValue(15), "no errors")
 }
 
 func TestClientTimedOutByDriver(t *testing.T) {
