@@ -1,0 +1,204 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ibgo/ibgo/aeron/cnc"
+	"github.com/ibgo/ibgo/aeron/uri"
+	"github.com/ibgo/ibgo/internal/shm"
+)
+
+// Version is the Aeron release whose driver behaviour and file layouts ibgo
+// follows; it is what the "Aeron software" system counter reports.
+var Version = cnc.ComposeSemanticVersion(1, 48, 0)
+
+// ControlProtocolVersion is published in system counter 43 so that Aeron
+// 1.53 clients use the newer commands (GET_NEXT_AVAILABLE_SESSION_ID).
+var ControlProtocolVersion = cnc.ComposeSemanticVersion(1, 0, 0)
+
+// ErrActiveDriver is returned by Start when another driver is alive in the
+// directory (its heartbeat is younger than the driver timeout).
+var ErrActiveDriver = errors.New("active driver detected")
+
+// Driver is a running media driver. Start it with Start; Close stops it.
+// Its methods are safe for concurrent use; all driver state is owned by the
+// conductor goroutine.
+type Driver struct {
+	cfg  Config
+	cnc  *cnc.File
+	loss *shm.Mapping
+	c    *conductor
+
+	stopOnce sync.Once
+	stop     chan struct{}
+	done     chan struct{}
+	closed   atomic.Bool
+	err      error
+}
+
+// Option changes how a driver starts.
+type Option func(*options)
+
+type options struct {
+	media    mediaRegistry
+	log      io.Writer
+	observer func(typeID int32, msg []byte)
+}
+
+// WithCommandObserver calls fn with every command read from the to-driver
+// ring buffer, before it is handled, on the conductor goroutine; msg is
+// only valid during the call. For recording what real clients send.
+func WithCommandObserver(fn func(typeID int32, msg []byte)) Option {
+	return func(o *options) { o.observer = fn }
+}
+
+// WithMedia adds a network medium (udp, ib) to the driver.
+func WithMedia(m Media) Option {
+	return func(o *options) { o.media[uri.Media(m.Name())] = m }
+}
+
+// WithLog sets where the driver writes what it does (nil: nowhere).
+func WithLog(w io.Writer) Option { return func(o *options) { o.log = w } }
+
+// Start prepares the Aeron directory (refusing one in use by a live driver
+// unless DirDeleteOnStart), creates cnc.dat and loss-report.dat as the C
+// driver lays them out and starts the conductor agent.
+func Start(cfg Config, opts ...Option) (*Driver, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	o := options{media: mediaRegistry{}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := prepareDir(cfg); err != nil {
+		return nil, err
+	}
+	for _, sub := range []string{"publications", "images"} {
+		if err := os.MkdirAll(filepath.Join(cfg.Dir, sub), 0o777); err != nil {
+			return nil, fmt.Errorf("driver: %w", err)
+		}
+	}
+	loss, err := shm.Create(cnc.LossReportPath(cfg.Dir), int64(cfg.LossReportLength))
+	if err != nil {
+		return nil, fmt.Errorf("driver: loss report: %w", err)
+	}
+	layout := cnc.Layout{
+		ToDriverCapacity:      cfg.ToDriverBufferLength - cnc.RingBufferTrailerLength,
+		ToClientsCapacity:     cfg.ToClientsBufferLen - cnc.BroadcastTrailerLength,
+		CounterValuesLength:   cfg.CounterValuesLength,
+		ErrorLogLength:        cfg.ErrorBufferLength,
+		ClientLivenessTimeout: cfg.ClientLivenessTimeout,
+		StartTimestamp:        time.Now(),
+		PID:                   int64(os.Getpid()),
+		FilePageSize:          cfg.FilePageSize,
+	}
+	// cnc.Create publishes the version last; commands that clients write
+	// before the conductor below runs simply queue in the ring buffer.
+	f, err := cnc.Create(cnc.Path(cfg.Dir), layout)
+	if err != nil {
+		loss.Close()
+		return nil, fmt.Errorf("driver: %w", err)
+	}
+	c, err := newConductor(cfg, f, loss.Bytes(), o.media, o.log)
+	if err != nil {
+		f.Close()
+		loss.Close()
+		return nil, err
+	}
+	d := &Driver{cfg: cfg, cnc: f, loss: loss, c: c, stop: make(chan struct{}), done: make(chan struct{})}
+	c.terminate = d.requestStop
+	if o.observer != nil {
+		handle := c.handler
+		c.handler = func(typeID int32, msg []byte) {
+			o.observer(typeID, msg)
+			handle(typeID, msg)
+		}
+	}
+	go d.run()
+	return d, nil
+}
+
+// prepareDir mirrors aeron_driver_ensure_dir_is_recreated: delete on
+// start when asked, refuse a live driver, replace a stale directory.
+func prepareDir(cfg Config) error {
+	if cfg.DirDeleteOnStart {
+		if err := os.RemoveAll(cfg.Dir); err != nil {
+			return fmt.Errorf("driver: delete %s on start: %w", cfg.Dir, err)
+		}
+	} else if _, err := os.Stat(cfg.Dir); err == nil {
+		if active, age, err := IsDriverActive(cfg.Dir, cfg.DriverTimeout); err == nil && active {
+			return fmt.Errorf("driver: %w in %s (heartbeat %v ago, younger than the %v driver timeout); stop it or use --dir-delete-on-start (AERON_DIR_DELETE_ON_START)",
+				ErrActiveDriver, cfg.Dir, age.Round(time.Millisecond), cfg.DriverTimeout)
+		}
+		if err := os.RemoveAll(cfg.Dir); err != nil {
+			return fmt.Errorf("driver: replace stale %s: %w", cfg.Dir, err)
+		}
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o777); err != nil {
+		return fmt.Errorf("driver: %w", err)
+	}
+	return nil
+}
+
+// IsDriverActive reports whether a driver in dir has marked itself alive
+// within timeout (aeron_is_driver_active_with_cnc), and how long ago.
+func IsDriverActive(dir string, timeout time.Duration) (bool, time.Duration, error) {
+	f, err := cnc.OpenFile(cnc.Path(dir), false)
+	if err != nil {
+		return false, 0, err
+	}
+	defer f.Close()
+	hb := f.DriverHeartbeat()
+	age := time.Since(time.UnixMilli(hb))
+	return age >= -time.Second && age < timeout, age, nil
+}
+
+func (d *Driver) run() {
+	defer close(d.done)
+	idle, _ := NewIdleStrategy(d.cfg.ConductorIdle)
+	for {
+		select {
+		case <-d.stop:
+			d.c.shutdown()
+			return
+		default:
+		}
+		idle.Idle(d.c.doWork())
+	}
+}
+
+func (d *Driver) requestStop() { d.stopOnce.Do(func() { close(d.stop) }) }
+
+// Terminated is closed when the driver stopped, by Close or by a valid
+// TERMINATE_DRIVER command.
+func (d *Driver) Terminated() <-chan struct{} { return d.done }
+
+// Config is the configuration the driver runs with.
+func (d *Driver) Config() Config { return d.cfg }
+
+// Dir is the Aeron directory.
+func (d *Driver) Dir() string { return d.cfg.Dir }
+
+// Close stops the conductor, unmaps the files and, with
+// DirDeleteOnShutdown, removes the directory. It is idempotent.
+func (d *Driver) Close() error {
+	if d.closed.Swap(true) {
+		<-d.done
+		return d.err
+	}
+	d.requestStop()
+	<-d.done
+	d.err = errors.Join(d.cnc.Close(), d.loss.Close())
+	if d.cfg.DirDeleteOnShutdown {
+		d.err = errors.Join(d.err, os.RemoveAll(d.cfg.Dir))
+	}
+	return d.err
+}

@@ -1,0 +1,403 @@
+package driver
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/ibgo/ibgo/aeron/cnc"
+	"github.com/ibgo/ibgo/aeron/logbuffer"
+	"github.com/ibgo/ibgo/aeron/uri"
+	"github.com/ibgo/ibgo/internal/shm"
+)
+
+type pubState int
+
+const (
+	pubActive   pubState = iota
+	pubDraining          // no publisher left: subscribers read to the end
+	pubLinger            // drained: images kept until the linger ends
+	pubDone
+)
+
+type ipcParams struct {
+	termLength, mtu int
+	linger          int64 // ns
+	sessionID       int32
+	hasSession      bool
+	termLenSet      bool
+	mtuSet          bool
+	// init-term-id, term-id, term-offset: start at a position
+	hasPosition                    bool
+	initialTermID, termID, termOff int32
+}
+
+func parseIPCParams(u *uri.ChannelURI, cfg Config) (ipcParams, error) {
+	p := ipcParams{termLength: cfg.IPCTermBufferLength, mtu: cfg.IPCMTULength, linger: cfg.PublicationLingerTimeout.Nanoseconds()}
+	if v, ok := u.Size(uri.KeyTermLength); ok {
+		p.termLength, p.termLenSet = int(v), true
+	}
+	if v, ok := u.Size(uri.KeyMTU); ok {
+		p.mtu, p.mtuSet = int(v), true
+	}
+	if v, ok := u.Duration(uri.KeyLinger); ok {
+		p.linger = v
+	}
+	if v, ok := u.Int(uri.KeySessionID); ok {
+		p.sessionID, p.hasSession = int32(v), true
+	}
+	if v, ok := u.Int(uri.KeyInitialTermID); ok {
+		t, _ := u.Int(uri.KeyTermID)
+		o, _ := u.Int(uri.KeyTermOffset)
+		p.hasPosition, p.initialTermID, p.termID, p.termOff = true, int32(v), int32(t), int32(o)
+	}
+	if err := logbuffer.CheckTermLength(int64(p.termLength)); err != nil {
+		return p, fail(cnc.ErrorCodeInvalidChannel, "invalid term-length: %v", err)
+	}
+	if p.mtu < 64 || p.mtu%32 != 0 || p.mtu > 65504 {
+		return p, fail(cnc.ErrorCodeInvalidChannel, "mtu %d is not a multiple of 32 in [64, 65504]", p.mtu)
+	}
+	if p.mtu > p.termLength/8 {
+		return p, fail(cnc.ErrorCodeInvalidChannel, "mtu %d is greater than term-length/8 (%d)", p.mtu, p.termLength/8)
+	}
+	return p, nil
+}
+
+// ipcPublication is an IPC publication and, for every subscription that
+// matches it, the image those subscribers read: both sides share one log
+// (aeron_ipc_publication.c, Java IpcPublication). Owned by the conductor.
+type ipcPublication struct {
+	regID               int64
+	sessionID, streamID int32
+	channel             string
+	exclusive           bool
+	params              ipcParams
+	state               pubState
+	refCount            int
+
+	log                 *logbuffer.LogBuffer
+	logFile             string
+	logLength           int64
+	termLength          int64
+	positionBitsToShift int
+	initialTermID       int32
+	termWindow          int64
+	hw                  logbuffer.HeaderWriter
+
+	pubLmtID, pubPosID int32
+	pubLmt, pubPos     *atomic.Int64
+	subscribers        []*subscriberPosition
+	consumerPosition   int64
+	cleanPosition      int64
+	tripLimit          int64
+	lastConsumerPos    int64
+	lastConsumerSince  int64
+	drainPosition      int64
+	lingerDeadline     int64
+}
+
+type subscriberPosition struct {
+	sub *subLink
+	id  int32
+	pos *atomic.Int64
+}
+
+func newIPCPublication(c *conductor, cl *clientSession, regID int64, streamID int32, channel string, exclusive bool, params ipcParams) (*ipcPublication, error) {
+	path := filepath.Join(c.cfg.Dir, "publications", strconv.FormatInt(regID, 10)+".logbuffer")
+	log, err := logbuffer.Create(path, int32(params.termLength), int32(c.cfg.FilePageSize))
+	if err != nil {
+		return nil, fail(cnc.ErrorCodeStorageSpace, "cannot create log %s: %v", path, err)
+	}
+	p := &ipcPublication{regID: regID, sessionID: params.sessionID, streamID: streamID, channel: channel, exclusive: exclusive,
+		params: params, log: log, logFile: path, logLength: int64(len(log.Bytes())), termLength: int64(params.termLength),
+		positionBitsToShift: logbuffer.PositionBitsToShift(int32(params.termLength)), initialTermID: rand.Int32(),
+		termWindow: int64(ipcTermWindow(c.cfg.IPCPublicationTermWindow, params.termLength)), pubLmtID: -1, pubPosID: -1}
+	if !c.cfg.TermBufferSparseFile {
+		// Fault every page in now, as the C driver does for non-sparse
+		// logs, so that publishers do not take the page faults.
+		b := log.Bytes()
+		for i := 0; i < len(b); i += c.cfg.FilePageSize {
+			b[i] = 0
+		}
+	}
+	if params.hasPosition {
+		p.initialTermID = params.initialTermID
+	}
+	m := log.Metadata()
+	m.SetCorrelationID(regID)
+	m.SetInitialTermID(p.initialTermID)
+	m.SetMTULength(int32(params.mtu))
+	m.SetPublicationWindowLength(int32(p.termWindow))
+	m.SetLingerTimeoutNs(params.linger)
+	m.SetUntetheredWindowLimitTimeoutNs(c.cfg.UntetheredWindowLimit.Nanoseconds())
+	m.SetUntetheredRestingTimeoutNs(c.cfg.UntetheredResting.Nanoseconds())
+	m.SetSignalEOS(true)
+	m.SetTether(true)
+	m.SetSparse(c.cfg.TermBufferSparseFile)
+	m.SetSpiesSimulateConnection(c.cfg.SpiesSimulateConnection)
+	m.SetEndOfStreamPosition(math.MaxInt64)
+	m.StoreDefaultDataHeader(p.sessionID, streamID, p.initialTermID)
+	// LogBufferDescriptor.initialiseTailWithTermId: the active partition
+	// at the start position, the others one and two terms behind.
+	termID, termOffset := p.initialTermID, int32(0)
+	if params.hasPosition {
+		termID, termOffset = params.termID, params.termOff
+	}
+	termCount := termID - p.initialTermID
+	m.SetRawTailOrdered(logbuffer.IndexByTermCount(int64(termCount)), logbuffer.PackTail(termID, termOffset))
+	for i := int32(1); i < logbuffer.PartitionCount; i++ {
+		m.InitialiseTailWithTermID(logbuffer.IndexByTermCount(int64(termCount)+int64(i)), termID+i-logbuffer.PartitionCount)
+	}
+	m.SetActiveTermCountOrdered(termCount)
+	start := logbuffer.ComputePosition(termID, termOffset, p.positionBitsToShift, p.initialTermID)
+	p.consumerPosition, p.cleanPosition, p.tripLimit, p.lastConsumerPos = start, start, start, start
+	if p.hw, err = logbuffer.NewHeaderWriter(m.DefaultFrameHeader()); err != nil {
+		p.close(c)
+		return nil, err
+	}
+	key := streamKey(c.keyBuf, regID, p.sessionID, streamID, channel)
+	if p.pubPosID, err = c.counters.Allocate(cnc.TypePublisherPosition, key, streamLabel("pub-pos (sampled)", regID, p.sessionID, streamID, channel, "")); err != nil {
+		p.close(c)
+		return nil, fail(cnc.ErrorCodeGenericError, "%v", err)
+	}
+	c.counters.SetRegistrationID(p.pubPosID, regID)
+	if p.pubLmtID, err = c.counters.Allocate(cnc.TypePublisherLimit, key, streamLabel("pub-lmt", regID, p.sessionID, streamID, channel, "")); err != nil {
+		p.close(c)
+		return nil, fail(cnc.ErrorCodeGenericError, "%v", err)
+	}
+	c.counters.SetRegistrationID(p.pubLmtID, regID)
+	c.counters.SetOwnerID(p.pubLmtID, cl.id)
+	p.pubPos, p.pubLmt = c.counters.Value(p.pubPosID), c.counters.Value(p.pubLmtID)
+	p.pubPos.Store(start)
+	p.pubLmt.Store(start)
+	p.lastConsumerSince = c.nowNs
+	c.sys[sysBytesMapped].Add(p.logLength)
+	return p, nil
+}
+
+func (p *ipcPublication) checkParams(params ipcParams) error {
+	if params.termLenSet && params.termLength != p.params.termLength {
+		return fail(cnc.ErrorCodeInvalidChannel, "existing publication has different 'term-length': existing=%d requested=%d", p.params.termLength, params.termLength)
+	}
+	if params.hasPosition && params.initialTermID != p.initialTermID {
+		return fail(cnc.ErrorCodeInvalidChannel, "existing publication has different 'init-term-id': existing=%d requested=%d", p.initialTermID, params.initialTermID)
+	}
+	if params.mtuSet && params.mtu != p.params.mtu {
+		return fail(cnc.ErrorCodeInvalidChannel, "existing publication has different 'mtu': existing=%d requested=%d", p.params.mtu, params.mtu)
+	}
+	return nil
+}
+
+// producerPosition is the position of the active partition's tail, with
+// the offset clamped to the term (a failed claim leaves it beyond).
+func (p *ipcPublication) producerPosition() int64 {
+	m := p.log.Metadata()
+	raw := m.RawTailActive()
+	off := min(raw&0xFFFF_FFFF, p.termLength)
+	return logbuffer.ComputeTermBeginPosition(logbuffer.TermID(raw), p.positionBitsToShift, p.initialTermID) + off
+}
+
+// joinPosition is where a new subscriber starts: the fastest consumer's
+// position (IpcPublication.joinPosition).
+func (p *ipcPublication) joinPosition() int64 {
+	pos := p.consumerPosition
+	for _, sp := range p.subscribers {
+		pos = max(pos, sp.pos.Load())
+	}
+	return pos
+}
+
+func (p *ipcPublication) addSubscriber(c *conductor, s *subLink) {
+	join := p.joinPosition()
+	key := streamKey(c.keyBuf, s.regID, p.sessionID, p.streamID, s.channel)
+	id, err := c.counters.Allocate(cnc.TypeSubscriberPosition, key, streamLabel("sub-pos", s.regID, p.sessionID, p.streamID, s.channel, "@"+strconv.FormatInt(join, 10)))
+	if err != nil {
+		c.onError(s.regID, cnc.ErrorCodeGenericError, err.Error())
+		return
+	}
+	c.counters.SetRegistrationID(id, s.regID)
+	c.counters.SetOwnerID(id, s.client.id)
+	c.counters.SetReferenceID(id, p.regID)
+	sp := &subscriberPosition{sub: s, id: id, pos: c.counters.Value(id)}
+	sp.pos.Store(join)
+	p.subscribers = append(p.subscribers, sp)
+	p.log.Metadata().SetIsConnected(true)
+	c.transmit(cnc.RspOnAvailableImage, cnc.AppendImageReady(c.buf[:0], cnc.ImageReady{
+		CorrelationID: p.regID, SessionID: p.sessionID, StreamID: p.streamID, SubscriptionRegistrationID: s.regID,
+		SubscriberPositionID: id, LogFile: p.logFile, SourceIdentity: "aeron:ipc"}))
+}
+
+func (p *ipcPublication) removeSubscriber(c *conductor, s *subLink) {
+	for i, sp := range p.subscribers {
+		if sp.sub == s {
+			_ = c.counters.Free(sp.id)
+			p.subscribers = append(p.subscribers[:i], p.subscribers[i+1:]...)
+			break
+		}
+	}
+	if len(p.subscribers) == 0 {
+		p.log.Metadata().SetIsConnected(false)
+	}
+}
+
+// update is the conductor's per-cycle work for the publication
+// (aeron_ipc_publication_update_pub_pos_and_lmt, check_for_blocked_publisher,
+// on_time_event).
+func (p *ipcPublication) update(c *conductor) int {
+	switch p.state {
+	case pubActive, pubDraining:
+	case pubLinger:
+		if c.nowNs >= p.lingerDeadline {
+			p.close(c)
+		}
+		return 0
+	default:
+		return 0
+	}
+	work := 0
+	producer := p.producerPosition()
+	p.pubPos.Store(producer)
+	if len(p.subscribers) > 0 {
+		minPos, maxPos := int64(math.MaxInt64), p.consumerPosition
+		for _, sp := range p.subscribers {
+			v := sp.pos.Load()
+			minPos, maxPos = min(minPos, v), max(maxPos, v)
+		}
+		p.consumerPosition = maxPos
+		// Move the limit only in steps of tripGain, as the C driver does:
+		// a limit written every cycle would count as work and keep the
+		// conductor spinning on a core the clients need.
+		if limit := minPos + p.termWindow; limit >= p.tripLimit && p.state == pubActive {
+			p.clean(minPos - p.termLength)
+			p.pubLmt.Store(limit)
+			p.tripLimit = limit + p.termWindow/8
+			work++
+		}
+		p.checkBlocked(c, producer, minPos)
+	} else if lmt := p.pubLmt.Load(); lmt > p.consumerPosition {
+		p.tripLimit = p.consumerPosition
+		p.pubLmt.Store(p.consumerPosition)
+		p.clean(p.consumerPosition - p.termLength)
+	}
+	if p.state == pubDraining && p.drained(c) {
+		// Subscribers keep the image (and see end of stream) through the
+		// linger; ON_UNAVAILABLE_IMAGE goes out when it ends, as in the C
+		// driver (aeron_ipc_publication_on_time_event).
+		p.state = pubLinger
+		p.lingerDeadline = c.nowNs + p.params.linger
+		work++
+	}
+	return work
+}
+
+// clean zeroes the log behind the slowest consumer, one term behind, so a
+// reused partition never shows stale frames
+// (aeron_ipc_publication_clean_buffer). The first word of each range is
+// written last: it holds the frame length readers look at.
+func (p *ipcPublication) clean(position int64) {
+	for position > p.cleanPosition {
+		idx := logbuffer.IndexByPosition(p.cleanPosition, p.positionBitsToShift)
+		term := p.log.Term(idx)
+		off := p.cleanPosition & (p.termLength - 1)
+		n := min(position-p.cleanPosition, p.termLength-off)
+		clear(term[off+8 : off+n])
+		shm.StoreInt64(term, int(off), 0)
+		p.cleanPosition += n
+	}
+}
+
+// checkBlocked unblocks a publication whose consumers have not moved for
+// the unblock timeout while the tail is past them: a publisher died (or
+// stalled) between claim and commit (IpcPublication.checkForBlockedPublisher,
+// LogBufferUnblocker).
+func (p *ipcPublication) checkBlocked(c *conductor, producer, consumer int64) {
+	if consumer != p.lastConsumerPos || producer <= consumer {
+		p.lastConsumerPos, p.lastConsumerSince = consumer, c.nowNs
+		return
+	}
+	if c.nowNs-p.lastConsumerSince < c.cfg.PublicationUnblockTimeout.Nanoseconds() {
+		return
+	}
+	if p.unblock(consumer) {
+		c.sys[sysUnblockedPublications].Add(1)
+		fmt.Fprintf(c.log, "unblocked publication %d at position %d\n", p.regID, consumer)
+	}
+	p.lastConsumerSince = c.nowNs
+}
+
+// unblock mirrors LogBufferUnblocker.unblock.
+func (p *ipcPublication) unblock(blockedPosition int64) bool {
+	m := p.log.Metadata()
+	termCount := m.ActiveTermCount()
+	expectedTermCount := int32(blockedPosition >> p.positionBitsToShift)
+	idx := logbuffer.IndexByTermCount(int64(expectedTermCount))
+	raw := m.RawTailVolatile(idx)
+	termID := logbuffer.TermID(raw)
+	tailOffset := logbuffer.TermOffset(raw, int32(p.termLength))
+	blockedOffset := int32(blockedPosition & (p.termLength - 1))
+	if termCount == expectedTermCount-1 && blockedOffset == 0 {
+		current := logbuffer.TermID(m.RawTailVolatile(logbuffer.IndexByTermCount(int64(termCount))))
+		return m.RotateLog(termCount, current)
+	}
+	st := logbuffer.Unblock(&p.hw, p.log.Term(idx), blockedOffset, tailOffset, termID)
+	if st == logbuffer.UnblockedToEnd {
+		m.RotateLog(termCount, termID)
+	}
+	return st != logbuffer.NoAction
+}
+
+func (p *ipcPublication) startDraining(c *conductor) {
+	p.state = pubDraining
+	p.drainPosition = p.producerPosition()
+	p.log.Metadata().SetEndOfStreamPosition(p.drainPosition)
+	p.lastConsumerSince = c.nowNs
+}
+
+// drained: every subscriber reached the end, or the stragglers made no
+// progress for the unblock timeout.
+func (p *ipcPublication) drained(c *conductor) bool {
+	producer := p.producerPosition()
+	for _, sp := range p.subscribers {
+		if sp.pos.Load() < producer {
+			return c.nowNs-p.lastConsumerSince > c.cfg.PublicationUnblockTimeout.Nanoseconds()
+		}
+	}
+	return true
+}
+
+// endImages tells every subscriber the image is gone
+// (ON_UNAVAILABLE_IMAGE) and frees their positions.
+func (p *ipcPublication) endImages(c *conductor) {
+	for _, sp := range p.subscribers {
+		c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
+			CorrelationID: p.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: p.streamID, Channel: sp.sub.channel}))
+		_ = c.counters.Free(sp.id)
+	}
+	p.subscribers = nil
+	p.log.Metadata().SetIsConnected(false)
+}
+
+// close releases the publication's counters, mapping and file.
+func (p *ipcPublication) close(c *conductor) {
+	if p.state == pubDone {
+		return
+	}
+	if p.subscribers != nil {
+		p.endImages(c)
+	}
+	for _, id := range []int32{p.pubLmtID, p.pubPosID} {
+		if id >= 0 {
+			_ = c.counters.Free(id)
+		}
+	}
+	if p.log != nil {
+		c.sys[sysBytesMapped].Add(-p.logLength)
+		_ = p.log.Close()
+		_ = os.Remove(p.logFile)
+	}
+	p.state = pubDone
+}

@@ -1,0 +1,87 @@
+package driver
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/ibgo/ibgo/aeron/uri"
+)
+
+// The media seam. The C driver abstracts its network transport behind a
+// function table (aeron_udp_channel_transport_bindings_t: init, close,
+// recvmmsg, send, get_so_rcvbuf, bind_addr_and_port, poller_*). ibgo makes
+// the same split per channel, not per driver: each network medium ("udp",
+// "ib") registers a Media that opens transports for channels of its own
+// scheme, and the sender/receiver agents (frame handling, flow control,
+// loss recovery, all media-independent) drive them through these
+// interfaces. IPC needs no transport: its publications and images share
+// one log and live in the conductor alone.
+
+// Affinity says which agent owns a transport (the C bindings' affinity).
+// A plain value.
+type Affinity int
+
+// Affinities.
+const (
+	AffinitySender Affinity = iota
+	AffinityReceiver
+	AffinityConductor
+)
+
+// TransportParams are the per-channel settings a medium needs to open an
+// endpoint (aeron_udp_channel_transport_params_t). A plain value.
+type TransportParams struct {
+	SocketRcvbuf, SocketSndbuf int
+	MTU                        int
+	MulticastTTL               int
+	MediaTimestamps            bool
+}
+
+// RecvFunc receives one datagram: the frames in buf, where it came from,
+// and the media receive timestamp in epoch ns (0 when the medium has none).
+// buf is only valid during the call.
+type RecvFunc func(t Transport, buf []byte, from netip.AddrPort, mediaTimestampNs int64)
+
+// Transport is one open endpoint of a medium (aeron_udp_channel_transport_t).
+// A transport is used by the agent it was opened for only.
+type Transport interface {
+	// Send sends each of datagrams as one datagram to dest (the connected
+	// peer when dest is invalid) and returns how many were sent; fewer
+	// than len(datagrams) is a short send (aeron send_func).
+	Send(dest netip.AddrPort, datagrams [][]byte) (int, error)
+	// Recv hands up to max received datagrams to fn (aeron recvmmsg_func).
+	Recv(max int, fn RecvFunc) (int, error)
+	// Reconnect re-resolves and reconnects to a new peer address.
+	Reconnect(dest netip.AddrPort) error
+	// SocketRcvbuf is the receive buffer size, for window validation.
+	SocketRcvbuf() (int, error)
+	// LocalAddr names the bound endpoint for *-local-sockaddr counters and
+	// source identities.
+	LocalAddr() string
+	// Binding names the medium that opened the transport, so identical
+	// endpoints of two media never collide or share state.
+	Binding() string
+	Close() error
+}
+
+// Media is a network medium: udp, ib (aeron/media/ib), or a test loss
+// generator wrapping another. Implementations are safe for concurrent use
+// by the driver's agents.
+type Media interface {
+	// Name is the URI media name this binding serves ("udp", "ib").
+	Name() string
+	// Open creates a transport for channel (already validated by
+	// aeron/uri), bound to bind and, for unicast senders, connected to
+	// connect.
+	Open(channel *uri.ChannelURI, bind, connect netip.AddrPort, params TransportParams, affinity Affinity) (Transport, error)
+}
+
+// mediaRegistry holds the network media the driver was started with.
+type mediaRegistry map[uri.Media]Media
+
+func (r mediaRegistry) lookup(m uri.Media) (Media, error) {
+	if med, ok := r[m]; ok {
+		return med, nil
+	}
+	return nil, fmt.Errorf("aeron:%s channels are not supported by this driver yet (only aeron:ipc)", m)
+}

@@ -1,0 +1,440 @@
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ibgo/ibgo/aeron/client"
+	"github.com/ibgo/ibgo/aeron/driver"
+)
+
+// The sample tools, as Aeron ships them (BasicPublisher, BasicSubscriber,
+// Ping, Pong, EmbeddedThroughput), working against any media driver through
+// its CnC file. They hook into the "aeron" command registered by aeron.go,
+// whose init runs first (files are initialised in name order).
+func init() {
+	var aeron *cli.Command
+	for _, c := range commands {
+		if c.Name == "aeron" {
+			aeron = c
+		}
+	}
+	if aeron == nil {
+		panic("aeron_samples.go: the aeron command is not registered yet")
+	}
+	common := func(stream int) []cli.Flag {
+		return []cli.Flag{
+			&cli.StringFlag{Name: "dir", Aliases: []string{"d"}, Usage: "Aeron directory holding cnc.dat (default: $AERON_DIR, else " + defaultAeronDir() + ")"},
+			&cli.StringFlag{Name: "channel", Aliases: []string{"c"}, Value: "aeron:ipc", Usage: "channel URI"},
+			&cli.IntFlag{Name: "stream", Aliases: []string{"s"}, Value: stream, Usage: "stream id"},
+			&cli.DurationFlag{Name: "driver-timeout", Value: 10 * time.Second, Usage: "how long to wait for the driver"},
+		}
+	}
+	aeron.Subcommands = append(aeron.Subcommands,
+		&cli.Command{
+			Name:  "pub",
+			Usage: "publish N messages, each carrying its sequence number (BasicPublisher)",
+			Flags: append(common(1001),
+				&cli.IntFlag{Name: "messages", Aliases: []string{"n"}, Value: 10, Usage: "messages to send"},
+				&cli.IntFlag{Name: "length", Aliases: []string{"l"}, Value: 32, Usage: "message length in bytes (at least 8)"},
+				&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "give up when one message cannot be offered for this long"},
+				&cli.BoolFlag{Name: "exclusive", Usage: "use an exclusive publication"},
+			),
+			Action: aeronPub,
+		},
+		&cli.Command{
+			Name:  "sub",
+			Usage: "receive N messages and check their sequence numbers (BasicSubscriber)",
+			Flags: append(common(1001),
+				&cli.IntFlag{Name: "messages", Aliases: []string{"n"}, Value: 10, Usage: "messages to receive"},
+				&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "fail when no message arrives for this long"},
+			),
+			Action: aeronSub,
+		},
+		&cli.Command{
+			Name:  "ping",
+			Usage: "measure round-trip latency against `ibgo aeron pong` (Ping)",
+			Flags: append(common(1002),
+				&cli.StringFlag{Name: "pong-channel", Value: "aeron:ipc", Usage: "channel pongs come back on"},
+				&cli.IntFlag{Name: "pong-stream", Value: 1003, Usage: "stream pongs come back on"},
+				&cli.IntFlag{Name: "messages", Aliases: []string{"n"}, Value: 100000, Usage: "measured round trips"},
+				&cli.IntFlag{Name: "warmup", Value: 10000, Usage: "round trips before measuring"},
+				&cli.IntFlag{Name: "length", Aliases: []string{"l"}, Value: 32, Usage: "message length (at least 8)"},
+			),
+			Action: aeronPing,
+		},
+		&cli.Command{
+			Name:  "pong",
+			Usage: "echo every ping back until interrupted (Pong)",
+			Flags: append(common(1002),
+				&cli.StringFlag{Name: "pong-channel", Value: "aeron:ipc", Usage: "channel to echo on"},
+				&cli.IntFlag{Name: "pong-stream", Value: 1003, Usage: "stream to echo on"},
+				&cli.IntFlag{Name: "messages", Aliases: []string{"n"}, Usage: "exit after echoing this many (0: until interrupted)"},
+			),
+			Action: aeronPong,
+		},
+		&cli.Command{
+			Name:  "throughput",
+			Usage: "publisher and rate-reporting subscriber in one process: messages/s and bytes/s (EmbeddedThroughput)",
+			Flags: append(common(1001),
+				&cli.IntFlag{Name: "messages", Aliases: []string{"n"}, Value: 10_000_000, Usage: "messages to send"},
+				&cli.IntFlag{Name: "length", Aliases: []string{"l"}, Value: 256, Usage: "message length"},
+				&cli.BoolFlag{Name: "exclusive", Usage: "use an exclusive publication"},
+				&cli.BoolFlag{Name: "embedded", Usage: "start an ibgo driver in this process (in a temporary directory unless --dir)"},
+			),
+			Action: aeronThroughput,
+		},
+	)
+}
+
+func sampleClient(c *cli.Context) (*client.Client, error) {
+	dir, _ := aeronDir(c)
+	cl, err := client.Connect(c.Context, client.Options{Dir: dir, DriverTimeout: c.Duration("driver-timeout")})
+	if err != nil {
+		return nil, fail(1, "%v", err)
+	}
+	return cl, nil
+}
+
+func streamID(c *cli.Context, name string) (int32, error) {
+	v := c.Int(name)
+	if v < -1<<31 || v >= 1<<31 {
+		return 0, fail(1, "--%s %d is not an int32", name, v)
+	}
+	return int32(v), nil
+}
+
+func aeronPub(c *cli.Context) error {
+	n, length := c.Int("messages"), c.Int("length")
+	if length < 8 || n < 0 {
+		return fail(1, "--length must be at least 8 (the sequence number) and --messages not negative")
+	}
+	stream, err := streamID(c, "stream")
+	if err != nil {
+		return err
+	}
+	cl, err := sampleClient(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	add := cl.AddPublication
+	if c.Bool("exclusive") {
+		add = cl.AddExclusivePublication
+	}
+	pub, err := add(c.Context, c.String("channel"), stream)
+	if err != nil {
+		return fail(1, "add publication: %v", err)
+	}
+	w := c.App.Writer
+	fmt.Fprintf(w, "publishing %d messages of %d bytes to %s stream %d (session %d)\n", n, length, c.String("channel"), stream, pub.SessionID())
+	msg := make([]byte, length)
+	timeout := c.Duration("timeout")
+	for i := 0; i < n; i++ {
+		binary.LittleEndian.PutUint64(msg, uint64(i))
+		start := time.Now()
+		for {
+			r := pub.Offer(msg)
+			if r > 0 {
+				break
+			}
+			switch r {
+			case client.BackPressured, client.AdminAction, client.NotConnected:
+				if time.Since(start) > timeout {
+					return fail(1, "message %d: still %s after %v", i, client.ResultString(r), timeout)
+				}
+				runtime.Gosched()
+			default:
+				return fail(1, "message %d: offer failed: %s", i, client.ResultString(r))
+			}
+		}
+	}
+	fmt.Fprintf(w, "offered %d messages, position %d\n", n, pub.Position())
+	return nil
+}
+
+func aeronSub(c *cli.Context) error {
+	n := c.Int("messages")
+	stream, err := streamID(c, "stream")
+	if err != nil {
+		return err
+	}
+	cl, err := sampleClient(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	sub, err := cl.AddSubscription(c.Context, c.String("channel"), stream)
+	if err != nil {
+		return fail(1, "add subscription: %v", err)
+	}
+	w := c.App.Writer
+	fmt.Fprintf(w, "subscribed to %s stream %d, waiting for %d messages\n", c.String("channel"), stream, n)
+	var next uint64
+	var bad error
+	asm := client.NewFragmentAssembler(func(p []byte, h *client.Header) {
+		if bad != nil {
+			return
+		}
+		if len(p) < 8 {
+			bad = fail(2, "message %d: %d bytes, too short for a sequence number", next, len(p))
+			return
+		}
+		switch seq := binary.LittleEndian.Uint64(p); {
+		case seq == next:
+			next++
+		case seq > next:
+			bad = fail(2, "gap: expected message %d, got %d (session %d)", next, seq, h.SessionID())
+		default:
+			bad = fail(2, "duplicate: expected message %d, got %d again (session %d)", next, seq, h.SessionID())
+		}
+	})
+	handler := asm.Handler()
+	timeout := c.Duration("timeout")
+	last := time.Now()
+	for int(next) < n && bad == nil {
+		if sub.Poll(handler, 100) > 0 {
+			last = time.Now()
+			continue
+		}
+		if err := cl.Err(); err != nil {
+			return fail(3, "%v", err)
+		}
+		if time.Since(last) > timeout {
+			return fail(3, "timeout: no message for %v after %d of %d messages", timeout, next, n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if bad != nil {
+		return bad
+	}
+	fmt.Fprintf(w, "received %d messages in order\n", n)
+	return nil
+}
+
+func aeronPing(c *cli.Context) error {
+	n, warm, length := c.Int("messages"), c.Int("warmup"), c.Int("length")
+	if length < 8 || n <= 0 || warm < 0 {
+		return fail(1, "--length must be at least 8 and --messages positive")
+	}
+	ping, err := streamID(c, "stream")
+	if err != nil {
+		return err
+	}
+	pong, err := streamID(c, "pong-stream")
+	if err != nil {
+		return err
+	}
+	cl, err := sampleClient(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	sub, err := cl.AddSubscription(c.Context, c.String("pong-channel"), pong)
+	if err != nil {
+		return fail(1, "add subscription: %v", err)
+	}
+	pub, err := cl.AddExclusivePublication(c.Context, c.String("channel"), ping)
+	if err != nil {
+		return fail(1, "add publication: %v", err)
+	}
+	w := c.App.Writer
+	fmt.Fprintf(w, "ping %s stream %d, pong %s stream %d: waiting for pong\n", c.String("channel"), ping, c.String("pong-channel"), pong)
+	start := time.Now()
+	for !pub.IsConnected() || !sub.IsConnected() {
+		if time.Since(start) > c.Duration("driver-timeout") {
+			return fail(1, "no pong connected after %v: is `ibgo aeron pong` running?", c.Duration("driver-timeout"))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	rtts := make([]time.Duration, 0, n)
+	msg := make([]byte, length)
+	epoch := time.Now()
+	var got atomic.Bool
+	var rtt time.Duration
+	handler := client.NewFragmentAssembler(func(p []byte, _ *client.Header) {
+		rtt = time.Since(epoch) - time.Duration(binary.LittleEndian.Uint64(p))
+		got.Store(true)
+	}).Handler()
+	for i := 0; i < warm+n; i++ {
+		binary.LittleEndian.PutUint64(msg, uint64(time.Since(epoch)))
+		for pub.Offer(msg) < 0 {
+			if !pub.IsConnected() {
+				return fail(1, "pong went away")
+			}
+		}
+		got.Store(false)
+		for !got.Load() {
+			sub.Poll(handler, 1)
+		}
+		if i >= warm {
+			rtts = append(rtts, rtt)
+		}
+	}
+	slices.Sort(rtts)
+	q := func(p float64) time.Duration { return rtts[min(len(rtts)-1, int(p*float64(len(rtts))))] }
+	fmt.Fprintf(w, "round trips: %d of %d bytes (after %d warm-up)\n", n, length, warm)
+	fmt.Fprintf(w, "rtt min=%v p50=%v p90=%v p99=%v p99.9=%v max=%v\n", rtts[0], q(0.5), q(0.9), q(0.99), q(0.999), rtts[len(rtts)-1])
+	return nil
+}
+
+func aeronPong(c *cli.Context) error {
+	ping, err := streamID(c, "stream")
+	if err != nil {
+		return err
+	}
+	pong, err := streamID(c, "pong-stream")
+	if err != nil {
+		return err
+	}
+	cl, err := sampleClient(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	sub, err := cl.AddSubscription(c.Context, c.String("channel"), ping)
+	if err != nil {
+		return fail(1, "add subscription: %v", err)
+	}
+	pub, err := cl.AddExclusivePublication(c.Context, c.String("pong-channel"), pong)
+	if err != nil {
+		return fail(1, "add publication: %v", err)
+	}
+	fmt.Fprintf(c.App.Writer, "pong: echoing %s stream %d to %s stream %d\n", c.String("channel"), ping, c.String("pong-channel"), pong)
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, os.Interrupt)
+	defer signal.Stop(stop)
+	limit := c.Int("messages")
+	echoed := 0
+	handler := client.NewFragmentAssembler(func(p []byte, _ *client.Header) {
+		for pub.Offer(p) < 0 {
+			if pub.IsClosed() {
+				return
+			}
+		}
+		echoed++
+	}).Handler()
+	for idle := 0; limit == 0 || echoed < limit; {
+		if sub.Poll(handler, 10) > 0 {
+			idle = 0
+			continue
+		}
+		if idle++; idle&0xffff == 0 {
+			select {
+			case <-stop:
+				fmt.Fprintf(c.App.Writer, "echoed %d\n", echoed)
+				return nil
+			default:
+			}
+			if err := cl.Err(); err != nil {
+				return fail(1, "%v", err)
+			}
+		}
+	}
+	return nil
+}
+
+func aeronThroughput(c *cli.Context) error {
+	n, length := c.Int("messages"), c.Int("length")
+	if length < 8 || n <= 0 {
+		return fail(1, "--length must be at least 8 and --messages positive")
+	}
+	stream, err := streamID(c, "stream")
+	if err != nil {
+		return err
+	}
+	if c.Bool("embedded") {
+		cfg, err := driver.ConfigFromEnv(nil)
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		if c.IsSet("dir") {
+			cfg.Dir = c.String("dir")
+		} else {
+			tmp, err := os.MkdirTemp("", "ibgo-throughput-")
+			if err != nil {
+				return fail(1, "%v", err)
+			}
+			defer os.RemoveAll(tmp)
+			cfg.Dir = filepath.Join(tmp, "aeron")
+			c.Set("dir", cfg.Dir)
+		}
+		d, err := driver.Start(cfg)
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		defer d.Close()
+	}
+	cl, err := sampleClient(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	sub, err := cl.AddSubscription(c.Context, c.String("channel"), stream)
+	if err != nil {
+		return fail(1, "add subscription: %v", err)
+	}
+	add := cl.AddPublication
+	if c.Bool("exclusive") {
+		add = cl.AddExclusivePublication
+	}
+	pub, err := add(c.Context, c.String("channel"), stream)
+	if err != nil {
+		return fail(1, "add publication: %v", err)
+	}
+	for !pub.IsConnected() || !sub.IsConnected() {
+		time.Sleep(time.Millisecond)
+	}
+	w := c.App.Writer
+	var received atomic.Int64
+	var bytes atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var count, total int64
+		handler := func(p []byte, _ *client.Header) { count++; total += int64(len(p)) }
+		for count < int64(n) {
+			if sub.Poll(handler, 256) == 0 {
+				runtime.Gosched()
+			}
+			received.Store(count)
+			bytes.Store(total)
+		}
+	}()
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	msg := make([]byte, length)
+	lastCount, lastTime := int64(0), start
+	backPressured := 0
+	for i := 0; i < n; i++ {
+		for pub.Offer(msg) < 0 {
+			backPressured++
+			runtime.Gosched()
+		}
+		if i&0xfff == 0 {
+			select {
+			case now := <-tick.C:
+				cnt := received.Load()
+				fmt.Fprintf(w, "%.3f M msg/s, %.1f MB/s\n", float64(cnt-lastCount)/now.Sub(lastTime).Seconds()/1e6,
+					float64(cnt-lastCount)*float64(length)/now.Sub(lastTime).Seconds()/1e6)
+				lastCount, lastTime = cnt, now
+			default:
+			}
+		}
+	}
+	<-done
+	el := time.Since(start)
+	fmt.Fprintf(w, "total: %d messages of %d bytes in %v: %.3f M msg/s, %.1f MB/s (%d back-pressured offers)\n",
+		n, length, el.Round(time.Millisecond), float64(n)/el.Seconds()/1e6, float64(bytes.Load())/el.Seconds()/1e6, backPressured)
+	return nil
+}

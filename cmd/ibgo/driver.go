@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ibgo/ibgo/aeron/driver"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:  "driver",
+		Usage: "run an Aeron media driver in the foreground (the aeronmd of ibgo; aeron:ipc for now)",
+		Description: "Configuration comes from the AERON_* environment variables the C driver reads, with its\n" +
+			"defaults; the flags below override them. SIGINT or SIGTERM stop the driver cleanly.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "dir", Aliases: []string{"d"}, Usage: "Aeron directory (AERON_DIR)"},
+			&cli.BoolFlag{Name: "dir-delete-on-start", Usage: "delete the directory first, even if a driver is active there (AERON_DIR_DELETE_ON_START)"},
+			&cli.BoolFlag{Name: "dir-delete-on-shutdown", Usage: "delete the directory on exit (AERON_DIR_DELETE_ON_SHUTDOWN)"},
+			&cli.StringFlag{Name: "term-length", Usage: "network publication term length, e.g. 16m (AERON_TERM_BUFFER_LENGTH)"},
+			&cli.StringFlag{Name: "ipc-term-length", Usage: "IPC publication term length, e.g. 64m (AERON_IPC_TERM_BUFFER_LENGTH)"},
+			&cli.StringFlag{Name: "mtu", Usage: "MTU of network publications (AERON_MTU_LENGTH)"},
+			&cli.StringFlag{Name: "ipc-mtu", Usage: "MTU of IPC publications (AERON_IPC_MTU_LENGTH)"},
+			&cli.StringFlag{Name: "threading-mode", Usage: "DEDICATED, SHARED_NETWORK or SHARED (AERON_THREADING_MODE)"},
+			&cli.StringFlag{Name: "conductor-idle", Usage: "backoff, spin, yield, noop or sleep-ns[,ns] (AERON_CONDUCTOR_IDLE_STRATEGY)"},
+			&cli.StringFlag{Name: "client-liveness-timeout", Usage: "e.g. 10s (AERON_CLIENT_LIVENESS_TIMEOUT)"},
+			&cli.StringFlag{Name: "publication-linger-timeout", Usage: "e.g. 5s (AERON_PUBLICATION_LINGER_TIMEOUT)"},
+			&cli.StringFlag{Name: "termination-validator", Usage: "deny or allow TERMINATE_DRIVER (AERON_DRIVER_TERMINATION_VALIDATOR)"},
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log client timeouts, unblocks and errors"},
+			&cli.StringFlag{Name: "record-commands", Usage: "append every client command to `FILE`, one line each: type id (hex) and the message (hex)"},
+		},
+		Action: runDriver,
+	})
+}
+
+// driverConfig applies the flags over the environment: flags win, as an
+// explicit command line should.
+func driverConfig(c *cli.Context) (driver.Config, error) {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	for flag, name := range map[string]string{
+		"dir": "AERON_DIR", "term-length": "AERON_TERM_BUFFER_LENGTH", "ipc-term-length": "AERON_IPC_TERM_BUFFER_LENGTH",
+		"mtu": "AERON_MTU_LENGTH", "ipc-mtu": "AERON_IPC_MTU_LENGTH", "threading-mode": "AERON_THREADING_MODE",
+		"conductor-idle": "AERON_CONDUCTOR_IDLE_STRATEGY", "client-liveness-timeout": "AERON_CLIENT_LIVENESS_TIMEOUT",
+		"publication-linger-timeout": "AERON_PUBLICATION_LINGER_TIMEOUT", "termination-validator": "AERON_DRIVER_TERMINATION_VALIDATOR",
+	} {
+		if c.IsSet(flag) {
+			env[name] = c.String(flag)
+		}
+	}
+	if c.Bool("dir-delete-on-start") {
+		env["AERON_DIR_DELETE_ON_START"] = "true"
+	}
+	if c.Bool("dir-delete-on-shutdown") {
+		env["AERON_DIR_DELETE_ON_SHUTDOWN"] = "true"
+	}
+	return driver.ConfigFromEnv(func(k string) string { return env[k] })
+}
+
+func runDriver(c *cli.Context) error {
+	cfg, err := driverConfig(c)
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	var log io.Writer
+	if c.Bool("verbose") {
+		log = c.App.ErrWriter
+	}
+	opts := []driver.Option{driver.WithLog(log)}
+	if path := c.String("record-commands"); path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fail(1, "--record-commands: %v", err)
+		}
+		defer f.Close()
+		opts = append(opts, driver.WithCommandObserver(func(typeID int32, msg []byte) {
+			fmt.Fprintf(f, "%x %x\n", typeID, msg)
+		}))
+	}
+	d, err := driver.Start(cfg, opts...)
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	w := c.App.Writer
+	fmt.Fprintf(w, "ibgo media driver (Aeron %s layout, control protocol %s), pid %d\n", driver.Version, driver.ControlProtocolVersion, os.Getpid())
+	fmt.Fprintf(w, "dir=%s\n", cfg.Dir)
+	fmt.Fprintf(w, "threading-mode=%s conductor-idle=%s media=ipc\n", cfg.ThreadingMode, cfg.ConductorIdle)
+	fmt.Fprintf(w, "term-length=%d ipc-term-length=%d mtu=%d ipc-mtu=%d\n", cfg.TermBufferLength, cfg.IPCTermBufferLength, cfg.MTULength, cfg.IPCMTULength)
+	fmt.Fprintf(w, "client-liveness-timeout=%v publication-linger-timeout=%v publication-unblock-timeout=%v timer-interval=%v\n",
+		cfg.ClientLivenessTimeout, cfg.PublicationLingerTimeout, cfg.PublicationUnblockTimeout, cfg.TimerInterval)
+	fmt.Fprintf(w, "to-driver=%d to-clients=%d counters=%d error-log=%d loss-report=%d\n",
+		cfg.ToDriverBufferLength, cfg.ToClientsBufferLen, cfg.CounterValuesLength, cfg.ErrorBufferLength, cfg.LossReportLength)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	select {
+	case s := <-sigs:
+		fmt.Fprintf(w, "%v: shutting down\n", s)
+	case <-d.Terminated():
+		fmt.Fprintln(w, "terminated by a client (TERMINATE_DRIVER)")
+	}
+	if err := d.Close(); err != nil {
+		return fail(1, "shutdown: %v", err)
+	}
+	return nil
+}
