@@ -6,6 +6,7 @@ import (
 	"github.com/ibgo/ibgo/internal/abi"
 	"github.com/ibgo/ibgo/internal/sys"
 )
+
 // SRQInitAttr describes a new shared receive queue.
 type SRQInitAttr struct {
 	MaxWR  uint32
