@@ -20,7 +20,7 @@ var ErrNoDevice = sys.ErrNoDevice
 // ErrClosed is returned by operations on an object after Close. It wraps EBADF.
 var ErrClosed = fmt.Errorf("object closed: %w", sys.NewErrno(sys.EBADF))
 
-// Error is the error type of this package: the operation, the device and
+// Error is the error type of this package (a plain value): the operation, the device and
 // object it was attempted on, and the cause (usually a kernel errno, which
 // errors.Is and errors.As reach through Unwrap).
 type Error struct {
