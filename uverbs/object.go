@@ -276,7 +276,7 @@ func (o *object) closeObject(op string, drvDestroy func() error) error {
 	if err := c.destroyLocked(o); err != nil {
 		if sys.ErrnoOf(err) == sys.EBUSY {
 			return &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: %w", ErrBusy, err),
-				Hint: "close its " + o.kind.children + " first"}
+				Hint: "destroy its " + o.kind.children + " first"}
 		}
 		return opErr(c.dev.Name, op, err)
 	}
