@@ -37,7 +37,7 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	if err != nil {
 		return nil, opErr(c.dev.Name, op, err)
 	}
-	if err := c.lock(); err != nil {
+	if err := c.lock(&pd.object); err != nil {
 		return nil, opErr(c.dev.Name, op, err)
 	}
 	defer c.mu.Unlock()

@@ -95,7 +95,11 @@ func (c *Context) NumCompVectors() int { return c.numCompVectors }
 func (c *Context) CoreSupport() uint64 { return c.coreSupport }
 
 // UsesIoctlWrite reports whether write commands travel through INVOKE_WRITE.
-func (c *Context) UsesIoctlWrite() bool { return c.useIoctlWrite }
+func (c *Context) UsesIoctlWrite() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.useIoctlWrite
+}
 
 // AsyncFD returns the async event file descriptor (for tests and pollers).
 func (c *Context) AsyncFD() int { return c.asyncFD.Int() }
@@ -215,12 +219,21 @@ func (c *Context) tryIoctl(object, method uint16, f func() error) (ran bool, err
 	return true, err
 }
 
-// lock takes the command lock, failing once the context is closed.
-func (c *Context) lock() error {
+// lock takes the command lock, failing once the context or any of objs (nil
+// entries are skipped) is closed. Objects close under this lock, so a
+// command never goes out with the handle of a destroyed object (which the
+// kernel may already have given to a new one).
+func (c *Context) lock(objs ...*object) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return ErrClosed
+	}
+	for _, o := range objs {
+		if o != nil && o.closed.Load() {
+			c.mu.Unlock()
+			return ErrClosed
+		}
 	}
 	c.arena.Reset()
 	return nil

@@ -140,7 +140,11 @@ func (c *Context) CreateCQ(attr CQInitAttr) (*CQ, error) {
 	if err != nil {
 		return nil, opErr(c.dev.Name, op, err)
 	}
-	if err := c.lock(); err != nil {
+	var chObj *object
+	if attr.Channel != nil {
+		chObj = &attr.Channel.object
+	}
+	if err := c.lock(chObj); err != nil {
 		drv.Destroy()
 		return nil, opErr(c.dev.Name, op, err)
 	}
@@ -207,7 +211,7 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 		return n.ReqNotify(solicitedOnly)
 	}
 	c := cq.ctx
-	if err := c.lock(); err != nil {
+	if err := c.lock(&cq.object); err != nil {
 		return opErr(c.dev.Name, "req notify cq", err)
 	}
 	defer c.mu.Unlock()
@@ -242,7 +246,7 @@ func (cq *CQ) Resize(cqe int) error {
 		return opErr("", "resize cq", err)
 	}
 	c := cq.ctx
-	if err := c.lock(); err != nil {
+	if err := c.lock(&cq.object); err != nil {
 		return opErr(c.dev.Name, "resize cq", err)
 	}
 	defer c.mu.Unlock()

@@ -338,3 +338,20 @@ func TestSGEBytes(t *testing.T) {
 	_, ok = pd.SGEBytes(SGE{Addr: 0x10000, Length: 1, LKey: 7})
 	require.False(t, ok, "a closed MR is no longer registered memory")
 }
+
+// A command racing with Close must not go out with the destroyed object's
+// handle (the kernel may already have reused it): the closed check is made
+// again under the command lock.
+func TestCommandRacingCloseSendsNothing(t *testing.T) {
+	k := newFakeKernel(t, true, &fakeProv{cq: &fakeCQ{}})
+	cq, err := k.c.CreateCQ(CQInitAttr{CQE: 4})
+	require.NoError(t, err)
+	k.c.mu.Lock()
+	done := make(chan error, 1)
+	go func() { done <- cq.ReqNotify(false) }()
+	time.Sleep(20 * time.Millisecond) // ReqNotify is past its first check, waiting for the lock
+	cq.closed.Store(true)             // what closeObject does under the lock
+	k.c.mu.Unlock()
+	require.ErrorIs(t, <-done, ErrClosed)
+	require.Equal(t, []uint32{abi.IB_USER_VERBS_CMD_CREATE_CQ}, k.commands(t))
+}

@@ -126,7 +126,7 @@ func (pd *PD) RegMRIOVA(buf []byte, iova uint64, access Access) (*MR, error) {
 		e.Op, e.Device = "reg mr", c.dev.Name
 		return nil, e
 	}
-	if err := c.lock(); err != nil {
+	if err := c.lock(&pd.object); err != nil {
 		return nil, opErr(c.dev.Name, "reg mr", err)
 	}
 	defer c.mu.Unlock()
@@ -166,7 +166,7 @@ func (pd *PD) RegDmaBufMR(fd int, offset, length, iova uint64, access Access) (*
 		return nil, opErr("", "reg dma-buf mr", err)
 	}
 	c := pd.ctx
-	if err := c.lock(); err != nil {
+	if err := c.lock(&pd.object); err != nil {
 		return nil, opErr(c.dev.Name, "reg dma-buf mr", err)
 	}
 	defer c.mu.Unlock()
@@ -221,7 +221,11 @@ func (mr *MR) Rereg(flags int, pd *PD, buf []byte, access Access) error {
 			return opErr(c.dev.Name, "rereg mr", err)
 		}
 	}
-	if err := c.lock(); err != nil {
+	var newPD *object
+	if flags&ReregPD != 0 {
+		newPD = &pd.object
+	}
+	if err := c.lock(&mr.object, newPD); err != nil {
 		return opErr(c.dev.Name, "rereg mr", err)
 	}
 	defer c.mu.Unlock()

@@ -220,7 +220,11 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if err != nil {
 		return nil, opErr(c.dev.Name, op, err)
 	}
-	if err := c.lock(); err != nil {
+	var srqObj *object
+	if attr.SRQ != nil {
+		srqObj = &attr.SRQ.object
+	}
+	if err := c.lock(&pd.object, &attr.SendCQ.object, &attr.RecvCQ.object, srqObj); err != nil {
 		drv.Destroy()
 		return nil, opErr(c.dev.Name, op, err)
 	}
@@ -342,7 +346,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		return opErr("", op, err)
 	}
 	c := qp.ctx
-	if err := c.lock(); err != nil {
+	if err := c.lock(&qp.object); err != nil {
 		return opErr(c.dev.Name, op, err)
 	}
 	defer c.mu.Unlock()
@@ -387,7 +391,7 @@ func (qp *QP) Query(mask QPAttrMask) (*QPAttr, *QPInitAttr, error) {
 		return nil, nil, opErr("", "query qp", err)
 	}
 	c := qp.ctx
-	if err := c.lock(); err != nil {
+	if err := c.lock(&qp.object); err != nil {
 		return nil, nil, opErr(c.dev.Name, "query qp", err)
 	}
 	defer c.mu.Unlock()
@@ -426,7 +430,7 @@ func (qp *QP) mcast(cmd uint32, op string, gid GID, mlid uint16) error {
 		return opErr("", op, err)
 	}
 	c := qp.ctx
-	if err := c.lock(); err != nil {
+	if err := c.lock(&qp.object); err != nil {
 		return opErr(c.dev.Name, op, err)
 	}
 	defer c.mu.Unlock()

@@ -65,7 +65,7 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 	if err != nil {
 		return nil, opErr(c.dev.Name, op, err)
 	}
-	if err := c.lock(); err != nil {
+	if err := c.lock(&pd.object); err != nil {
 		drv.Destroy()
 		return nil, opErr(c.dev.Name, op, err)
 	}
@@ -115,7 +115,7 @@ func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 		return opErr("", "modify srq", err)
 	}
 	c := s.ctx
-	if err := c.lock(); err != nil {
+	if err := c.lock(&s.object); err != nil {
 		return opErr(c.dev.Name, "modify srq", err)
 	}
 	defer c.mu.Unlock()
@@ -139,7 +139,7 @@ func (s *SRQ) Query() (SRQAttr, error) {
 		return SRQAttr{}, opErr("", "query srq", err)
 	}
 	c := s.ctx
-	if err := c.lock(); err != nil {
+	if err := c.lock(&s.object); err != nil {
 		return SRQAttr{}, opErr(c.dev.Name, "query srq", err)
 	}
 	defer c.mu.Unlock()
