@@ -21,6 +21,18 @@ type Provider interface {
 }
 
 // ProviderContext is a provider's per-Context state.
+//
+// Concurrency contract between uverbs and providers: the control-path hooks
+// (ContextRequest/Response, NewCQ/QP/SRQ/AH, DriverData, Created,
+// ResizeData/Resized, ModifyData/Modified, Destroy) are called with the
+// Context's command lock held, one at a time per Context (NewCQ, NewQP,
+// NewSRQ and NewAH run just before taking it). The datapath methods
+// (CQDriver.Poll, QPDriver.PostSend/PostRecv, SRQDriver.PostRecv) are called
+// with no uverbs lock, concurrently with each other and with any control-path
+// hook of the same object, Destroy included: the provider serialises what
+// must be (its ring locks), and a post or poll after Destroy returns
+// ErrClosed. QP.PostSend may be called from several goroutines at once;
+// CQ.Poll from one at a time unless the provider documents otherwise.
 type ProviderContext interface {
 	// ContextRequest returns the driver request for GET_CONTEXT (UHW_IN,
 	// may be empty) and the size of the driver response to expect (UHW_OUT).
