@@ -355,3 +355,20 @@ func TestCommandRacingCloseSendsNothing(t *testing.T) {
 	require.ErrorIs(t, <-done, ErrClosed)
 	require.Equal(t, []uint32{abi.IB_USER_VERBS_CMD_CREATE_CQ}, k.commands(t))
 }
+
+// CQ, QP and SRQ creation go through their ioctl methods first (method id 0
+// is a real method: CQ_CREATE, QP_CREATE, SRQ_CREATE), falling back to write
+// only once the kernel refused; PD, MR and AH have no ioctl create method.
+func TestCreateTriesIoctlFirst(t *testing.T) {
+	k := newFakeKernel(t, true, &fakeProv{cq: &fakeCQ{}, srq: &fakeSRQ{}})
+	_, err := k.c.CreateCQ(CQInitAttr{CQE: 4})
+	require.NoError(t, err)
+	pd, err := k.c.AllocPD()
+	require.NoError(t, err)
+	_, err = pd.CreateSRQ(SRQInitAttr{MaxWR: 4, MaxSGE: 1})
+	require.NoError(t, err)
+	require.Equal(t, map[[2]uint16]bool{
+		{abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_CREATE}:   true,
+		{abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_CREATE}: true,
+	}, k.c.noIoctl, "the fake kernel's ENOTTY marks exactly the methods tried")
+}

@@ -123,17 +123,18 @@ func alloc[T any](c *Context) (*T, []byte) {
 	return abi.As[T](b), b
 }
 
-// createCmd is one create command, described once: its ioctl form (method 0:
-// the object has none), its legacy write form, and how each response is
+// createCmd is one create command, described once: its ioctl form (ioctl
+// nil: the object has none), its legacy write form, and how each response is
 // read back. The pipeline (Context.create) does the rest.
 type createCmd struct {
 	kind   *kind
 	op     string // "create cq"
-	method uint16 // ioctl create method; 0 when there is none
+	method uint16 // ioctl create method (0 is a valid method id)
 	// handleAttr is the ioctl attribute that returns the new handle.
 	handleAttr uint16
 	// ioctl adds the core attributes for user handle id and returns what
-	// reads the results once the kernel answered.
+	// reads the results once the kernel answered; nil when the object has
+	// no ioctl create method.
 	ioctl func(cmd *sys.IoctlCmd, id uint64) (parse func())
 	// writeCmd is the legacy command number; writeIn fills its core
 	// request for user handle id (nil: there is no legacy form);
@@ -188,7 +189,7 @@ func (c *Context) create(o *object, self any, cmd *createCmd, created func(uhwOu
 func (c *Context) runCreate(o *object, cmd *createCmd, id uint64) ([]byte, error) {
 	dd := cmd.drv
 	var uhwOut []byte
-	if cmd.method != 0 {
+	if cmd.ioctl != nil {
 		send := func() error {
 			ic := sys.NewIoctl(c.arena, cmd.kind.object, cmd.method, c.dev.DriverID)
 			h := ic.NewIDR(cmd.handleAttr)
