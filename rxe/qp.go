@@ -47,7 +47,8 @@ type qp struct {
 	// doorbell is the POST_SEND command with zero work requests that tells
 	// the kernel to process the send queue (rxe.c: post_send_db); it lives in
 	// mmap'd memory because the kernel writes the response through it.
-	doorbell []byte
+	doorbell sys.Buf
+	dbArena  *sys.Arena
 	dbFD     *sys.FD
 }
 
@@ -79,19 +80,21 @@ func (q *qp) Created(p *uverbs.QP, out []byte) error {
 		}
 		q.rq.maxSGE = int(cp.MaxRecvSGE)
 	}
-	mem, err := sys.MmapAnon(sys.Pagesize, 0)
+	db, err := sys.NewArena(sys.Pagesize)
 	if err != nil {
 		q.sq.ring.unmap()
 		q.rq.ring.unmap()
 		return err
 	}
-	q.doorbell = mem[:int(unsafe.Sizeof(abi.CmdHdr{}))+int(unsafe.Sizeof(abi.PostSend{}))]
-	h := (*abi.CmdHdr)(unsafe.Pointer(&q.doorbell[0]))
+	q.dbArena = db
+	q.doorbell, _ = db.AllocBuf(int(unsafe.Sizeof(abi.CmdHdr{})) + int(unsafe.Sizeof(abi.PostSend{})))
+	cmd := q.doorbell.Bytes()
+	h := (*abi.CmdHdr)(unsafe.Pointer(&cmd[0]))
 	h.Command = abi.IB_USER_VERBS_CMD_POST_SEND
-	h.InWords = uint16(len(q.doorbell) / 4)
+	h.InWords = uint16(len(cmd) / 4)
 	h.OutWords = uint16(unsafe.Sizeof(abi.PostSendResp{}) / 4)
-	ps := (*abi.PostSend)(unsafe.Pointer(&q.doorbell[unsafe.Sizeof(abi.CmdHdr{})]))
-	ps.Response = sys.Addr(mem[512:])
+	ps := (*abi.PostSend)(unsafe.Pointer(&cmd[unsafe.Sizeof(abi.CmdHdr{})]))
+	ps.Response = sys.Addr(db.Alloc(int(unsafe.Sizeof(abi.PostSendResp{}))))
 	ps.QPHandle = p.Handle()
 	ps.WQESize = doorbellWQESize
 	q.dbFD = p.Context().CmdFD()
@@ -211,7 +214,12 @@ func (q *qp) postOneSend(r *ring, wr *uverbs.SendWR) error {
 		dst := unsafe.Slice((*byte)(payload), length)
 		off := 0
 		for i := range wr.SGL {
-			off += copy(dst[off:], sys.BytesAt(wr.SGL[i].Addr, int(wr.SGL[i].Length)))
+			src, ok := q.qp.PD().SGEBytes(wr.SGL[i])
+			if !ok {
+				return sendErr("inline SGE %d (%#x+%d, lkey %#x) is not inside a registered MR of the QP's PD",
+					i, wr.SGL[i].Addr, wr.SGL[i].Length, wr.SGL[i].LKey)
+			}
+			off += copy(dst[off:], src)
 		}
 	} else {
 		sges := unsafe.Slice((*abi.RxeSGE)(payload), len(wr.SGL))
@@ -275,9 +283,9 @@ func (q *qp) Destroy() error {
 	q.sq.mu.Lock()
 	q.sq.ring.unmap()
 	q.sq.ring = nil
-	if q.doorbell != nil {
-		sys.Munmap(q.doorbell[:sys.Pagesize])
-		q.doorbell = nil
+	if q.dbArena != nil {
+		q.dbArena.Close()
+		q.dbArena, q.doorbell = nil, sys.Buf{}
 	}
 	q.sq.mu.Unlock()
 	q.rq.mu.Lock()

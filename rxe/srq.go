@@ -50,11 +50,14 @@ func (s *srq) ModifyData(attr *uverbs.SRQAttr, mask uverbs.SRQAttrMask, scratch 
 	return uverbs.DriverData{In: cmd}
 }
 
-func (s *srq) Modified(q *uverbs.SRQ, attr *uverbs.SRQAttr, mask uverbs.SRQAttrMask) error {
+func (s *srq) Modified(q *uverbs.SRQ, attr *uverbs.SRQAttr, mask uverbs.SRQAttrMask, cmdErr error) error {
 	if mask&uverbs.SRQAttrMaxWR == 0 {
 		return nil
 	}
 	defer s.rq.mu.Unlock()
+	if cmdErr != nil { // the kernel kept the old ring
+		return nil
+	}
 	mi := *(*abi.MmInfo)(unsafe.Pointer(&s.newMI[0]))
 	r, err := mapRing(q.Context(), mi, recvWQESize)
 	if err != nil {

@@ -1,14 +1,10 @@
 package uverbs
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
-	"syscall"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ibgo/ibgo/internal/abi"
 	"github.com/ibgo/ibgo/internal/sys"
@@ -19,15 +15,20 @@ import (
 const arenaSize = 256 << 10
 
 // Context is an opened device: the uverbs command file, its async event file
-// and the provider's state. Commands on one Context are serialised; every
-// method is safe for concurrent use.
+// and the provider's state.
+//
+// Concurrency: every method is safe for concurrent use. Commands (creating,
+// modifying, querying and destroying objects) are serialised by one mutex,
+// as they share one command arena; GetAsyncEvent waits on the runtime poller
+// without holding it. Close waits for a command in flight, then makes every
+// later call (on the Context or any object created on it) return ErrClosed.
 type Context struct {
 	dev  *Device
 	prov ProviderContext
 
 	mu             sync.Mutex // guards arena and the fields below
 	fd             *sys.FD
-	asyncFD        *sys.FD
+	asyncFD        *sys.PollFD // async event file, on the runtime poller
 	arena          *sys.Arena
 	numCompVectors int
 	coreSupport    uint64
@@ -35,9 +36,7 @@ type Context struct {
 	noIoctl        map[[2]uint16]bool // ioctl methods the kernel refused: use write from now on
 	closed         bool
 	live           map[uint64]any // open objects by id (= user_handle)
-	nextID         uint64
-	asyncPoll      *os.File // the async fd on the runtime poller (GetAsyncEvent)
-	asyncRC        syscall.RawConn
+	nextID         uint64         // last user handle given out (Context.create)
 }
 
 // Open opens the device with the given name.
@@ -63,7 +62,7 @@ func (d *Device) Open() (*Context, error) {
 	if err != nil {
 		return nil, &Error{Op: "open", Device: d.Name, Err: err}
 	}
-	fd, err := sys.Open(d.UverbsPath, unix.O_RDWR)
+	fd, err := sys.Open(d.UverbsPath, sys.O_RDWR)
 	if err != nil {
 		return nil, &Error{Op: "open", Device: d.Name, Err: err}
 	}
@@ -96,7 +95,11 @@ func (c *Context) NumCompVectors() int { return c.numCompVectors }
 func (c *Context) CoreSupport() uint64 { return c.coreSupport }
 
 // UsesIoctlWrite reports whether write commands travel through INVOKE_WRITE.
-func (c *Context) UsesIoctlWrite() bool { return c.useIoctlWrite }
+func (c *Context) UsesIoctlWrite() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.useIoctlWrite
+}
 
 // AsyncFD returns the async event file descriptor (for tests and pollers).
 func (c *Context) AsyncFD() int { return c.asyncFD.Int() }
@@ -144,7 +147,9 @@ func (c *Context) getContext() error {
 		if err := a.Exec(c.fd); err != nil {
 			return fmt.Errorf("allocate async event fd: %w", err)
 		}
-		c.asyncFD = sys.NewFD(int(int64(a.Data(i))))
+		if c.asyncFD, err = sys.NewPollFD(sys.NewFD(int(int64(a.Data(i)))), "async-events"); err != nil {
+			return fmt.Errorf("async event fd: %w", err)
+		}
 	case isFallback(err):
 		if err := c.getContextWrite(uhwIn, uhwOutLen); err != nil {
 			return err
@@ -157,7 +162,7 @@ func (c *Context) getContext() error {
 	c.arena.Reset()
 	probe := sys.NewIoctl(c.arena, abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_INVOKE_WRITE, c.dev.DriverID)
 	probe.Const(abi.UVERBS_ATTR_WRITE_CMD, abi.IB_USER_VERBS_CMD_QUERY_DEVICE)
-	c.useIoctlWrite = errors.Is(probe.Exec(c.fd), unix.ENOSPC)
+	c.useIoctlWrite = errors.Is(probe.Exec(c.fd), sys.ENOSPC)
 	return nil
 }
 
@@ -165,20 +170,22 @@ func (c *Context) getContext() error {
 // returns the async event fd.
 func (c *Context) getContextWrite(uhwIn []byte, uhwOutLen int) error {
 	c.arena.Reset()
-	in := c.arena.Alloc(int(unsafe.Sizeof(abi.GetContext{})))
-	out := c.arena.Alloc(int(unsafe.Sizeof(abi.GetContextResp{})) + uhwOutLen)
-	drvIn := c.arena.Alloc(len(uhwIn))
-	if in == nil || out == nil || drvIn == nil && len(uhwIn) > 0 {
+	_, in := alloc[abi.GetContext](c)
+	n := abi.Size[abi.GetContextResp]()
+	out := c.arena.Alloc(n + uhwOutLen)
+	if out == nil {
 		return sys.ErrArenaFull
 	}
-	copy(drvIn, uhwIn)
-	w := &sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_GET_CONTEXT, CoreIn: in, UHWIn: drvIn,
-		CoreOut: out[:unsafe.Sizeof(abi.GetContextResp{})], UHWOut: out[unsafe.Sizeof(abi.GetContextResp{}):]}
+	w := &sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_GET_CONTEXT, CoreIn: in, UHWIn: arenaCopy(c.arena, uhwIn),
+		CoreOut: out[:n], UHWOut: out[n:]}
 	if err := sys.ExecWrite(c.fd, c.arena, w); err != nil {
 		return err
 	}
-	r := (*abi.GetContextResp)(unsafe.Pointer(&out[0]))
-	c.asyncFD = sys.NewFD(int(r.AsyncFD))
+	r := abi.As[abi.GetContextResp](out)
+	var err error
+	if c.asyncFD, err = sys.NewPollFD(sys.NewFD(int(r.AsyncFD)), "async-events"); err != nil {
+		return fmt.Errorf("async event fd: %w", err)
+	}
 	c.numCompVectors = int(r.NumCompVectors)
 	return c.prov.ContextResponse(w.UHWOut)
 }
@@ -212,12 +219,21 @@ func (c *Context) tryIoctl(object, method uint16, f func() error) (ran bool, err
 	return true, err
 }
 
-// lock takes the command lock, failing once the context is closed.
-func (c *Context) lock() error {
+// lock takes the command lock, failing once the context or any of objs (nil
+// entries are skipped) is closed. Objects close under this lock, so a
+// command never goes out with the handle of a destroyed object (which the
+// kernel may already have given to a new one).
+func (c *Context) lock(objs ...*object) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return ErrClosed
+	}
+	for _, o := range objs {
+		if o != nil && o.closed.Load() {
+			c.mu.Unlock()
+			return ErrClosed
+		}
 	}
 	c.arena.Reset()
 	return nil
@@ -254,9 +270,6 @@ func (c *Context) closeLocked() error {
 	if c.prov != nil {
 		errs = append(errs, c.prov.Close())
 	}
-	if c.asyncPoll != nil {
-		c.asyncPoll.Close()
-	}
 	errs = append(errs, c.asyncFD.Close(), c.fd.Close(), c.arena.Close())
 	if err := errors.Join(errs...); err != nil {
 		return opErr(c.dev.Name, "close", err)
@@ -268,12 +281,12 @@ func le32(b []byte) uint32 {
 	if len(b) < 4 {
 		return 0
 	}
-	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+	return binary.LittleEndian.Uint32(b)
 }
 
 func le64(b []byte) uint64 {
 	if len(b) < 8 {
 		return 0
 	}
-	return uint64(le32(b)) | uint64(le32(b[4:]))<<32
+	return binary.LittleEndian.Uint64(b)
 }

@@ -535,3 +535,18 @@ func TestAsyncPortEvents(t *testing.T) {
 }
 
 func unsafePointer[T any](p *T) unsafe.Pointer { return unsafe.Pointer(p) }
+
+// On kernels with the ioctl methods (5.x and later), CQ, QP and SRQ creation
+// and every destroy go through them: no method falls back to write.
+func TestCreateAndDestroyUseIoctl(t *testing.T) {
+	b := newBed(t)
+	cq := b.cq(8, nil)
+	srq, err := b.pd.CreateSRQ(uverbs.SRQInitAttr{MaxWR: 8, MaxSGE: 1})
+	require.NoError(t, err)
+	qp, err := b.pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: cq, RecvCQ: cq, SRQ: srq, Cap: uverbs.QPCap{MaxSendWR: 4, MaxSendSGE: 1}})
+	require.NoError(t, err)
+	require.NoError(t, qp.Close())
+	require.NoError(t, srq.Close())
+	require.NoError(t, cq.Close())
+	require.Empty(t, uverbs.IoctlRefused(b.ctx))
+}

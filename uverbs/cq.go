@@ -2,16 +2,9 @@ package uverbs
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"sync/atomic"
-	"syscall"
-	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ibgo/ibgo/internal/abi"
 	"github.com/ibgo/ibgo/internal/sys"
@@ -20,12 +13,13 @@ import (
 // CompChannel is a completion event channel: CQs created on it report "a
 // completion arrived" events (after ReqNotify) that GetEvent waits for
 // without spinning, on the Go runtime poller.
+//
+// Concurrency: every method is safe for concurrent use. Concurrent GetEvent
+// calls each receive a different event (each reads into its own buffer);
+// Close ends every waiting GetEvent with ErrClosed.
 type CompChannel struct {
-	ctx  *Context
-	file *os.File
-	rc   syscall.RawConn
-	id   uint64
-	buf  [8]byte
+	object
+	fd *sys.PollFD
 }
 
 // CreateCompChannel creates a completion channel (CREATE_COMP_CHANNEL; no
@@ -35,104 +29,45 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 		return nil, opErr(c.dev.Name, "create comp channel", err)
 	}
 	defer c.mu.Unlock()
-	in := c.arena.Alloc(int(unsafe.Sizeof(abi.CreateCompChannel{})))
-	out := c.arena.Alloc(int(unsafe.Sizeof(abi.CreateCompChannelResp{})))
-	if err := c.execWrite(&sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, CoreIn: in, CoreOut: out}); err != nil {
-		return nil, opErr(c.dev.Name, "create comp channel", err)
-	}
-	fd := int((*abi.CreateCompChannelResp)(unsafe.Pointer(&out[0])).FD)
-	f, rc, err := pollable(fd, "comp-channel")
+	ch := &CompChannel{}
+	var raw int
+	err := c.create(&ch.object, ch, &createCmd{kind: kindCompChannel, op: "create comp channel",
+		writeCmd: abi.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, writeOutLen: abi.Size[abi.CreateCompChannelResp](),
+		writeIn: func(uint64) []byte {
+			_, b := alloc[abi.CreateCompChannel](c)
+			return b
+		},
+		writeParse: func(out []byte) uint32 {
+			raw = int(abi.As[abi.CreateCompChannelResp](out).FD)
+			return 0
+		},
+	}, func([]byte) error {
+		var err error
+		ch.fd, err = sys.NewPollFD(sys.NewFD(raw), "comp-channel")
+		return err
+	}, nil)
 	if err != nil {
-		return nil, opErr(c.dev.Name, "create comp channel", err)
+		return nil, err
 	}
-	ch := &CompChannel{ctx: c, file: f, rc: rc}
-	c.nextID++
-	ch.id = c.nextID
-	c.live[ch.id] = ch
 	return ch, nil
 }
 
-// pollable puts an event fd in non-blocking mode and hands it to the runtime
-// poller.
-func pollable(fd int, name string) (*os.File, syscall.RawConn, error) {
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
-		return nil, nil, sys.NewErrno(err.(unix.Errno))
-	}
-	f := os.NewFile(uintptr(fd), name)
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	return f, rc, nil
-}
-
 // FD is the channel's file descriptor (to poll it alongside other fds).
-func (ch *CompChannel) FD() int { return int(ch.file.Fd()) }
-
-// readEvent reads one fixed-size event record, waiting on the poller and
-// honouring ctx's deadline and cancellation.
-func readEvent(ctx context.Context, f *os.File, rc syscall.RawConn, buf []byte) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d, ok := ctx.Deadline(); ok {
-		f.SetReadDeadline(d)
-	} else {
-		f.SetReadDeadline(time.Time{})
-	}
-	// Cancellation wakes the read by moving the deadline into the past. The
-	// wake-up must be over before we return: run late, it would cut short
-	// the caller's next wait on this file.
-	woken := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		f.SetReadDeadline(time.Unix(1, 0))
-		close(woken)
-	})
-	defer func() {
-		if !stop() {
-			<-woken
-		}
-	}()
-	var rerr error
-	err := rc.Read(func(fd uintptr) bool {
-		n, err := unix.Read(int(fd), buf)
-		if err == unix.EAGAIN {
-			return false
-		}
-		switch {
-		case err != nil:
-			rerr = sys.NewErrno(err.(unix.Errno))
-		case n != len(buf):
-			rerr = fmt.Errorf("short event read: %d of %d bytes", n, len(buf))
-		}
-		return true
-	})
-	if err != nil {
-		if ce := ctx.Err(); ce != nil {
-			return ce
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return context.DeadlineExceeded
-		}
-		if errors.Is(err, os.ErrClosed) {
-			return ErrClosed
-		}
-		return err
-	}
-	return rerr
-}
+func (ch *CompChannel) FD() int { return ch.fd.Int() }
 
 // GetEvent waits for the next completion event and returns its CQ. The CQ
 // is disarmed by the event: call ReqNotify again, then poll it. Acknowledge
 // events with CQ.AckEvents. Cancelling ctx (or its deadline) ends the wait
 // with ctx's error.
 func (ch *CompChannel) GetEvent(ctx context.Context) (*CQ, error) {
-	if err := readEvent(ctx, ch.file, ch.rc, ch.buf[:]); err != nil {
-		return nil, opErr(ch.ctx.dev.Name, "get cq event", err)
+	if err := ch.check(); err != nil {
+		return nil, opErr("", "get cq event", err)
 	}
-	id := (*abi.CompEventDesc)(unsafe.Pointer(&ch.buf[0])).CQHandle
+	var buf [8]byte // per call: concurrent callers never share it
+	if _, err := ch.fd.Read(ctx, buf[:]); err != nil {
+		return nil, opErr(ch.ctx.dev.Name, "get cq event", eventErr(err))
+	}
+	id := abi.As[abi.CompEventDesc](buf[:]).CQHandle
 	ch.ctx.mu.Lock()
 	cq, _ := ch.ctx.lookup(id).(*CQ)
 	ch.ctx.mu.Unlock()
@@ -143,21 +78,24 @@ func (ch *CompChannel) GetEvent(ctx context.Context) (*CQ, error) {
 	return cq, nil
 }
 
+// eventErr maps the poller's "closed" to ErrClosed.
+func eventErr(err error) error {
+	if err == sys.ErrFDClosed {
+		return ErrClosed
+	}
+	return err
+}
+
 // Close closes the channel. CQs still created on it keep the kernel's
 // channel alive until they are destroyed.
 func (ch *CompChannel) Close() error {
 	if ch == nil {
 		return nil
 	}
-	err := ch.file.Close()
-	ch.ctx.mu.Lock()
-	delete(ch.ctx.live, ch.id)
-	ch.ctx.mu.Unlock()
-	if err != nil && !errors.Is(err, os.ErrClosed) {
-		return opErr(ch.ctx.dev.Name, "close comp channel", err)
-	}
-	return nil
+	return ch.closeObject("close comp channel", ch.fd.Close)
 }
+
+func (ch *CompChannel) release() { ch.fd.Close() }
 
 // CQInitAttr describes a new CQ.
 type CQInitAttr struct {
@@ -167,17 +105,24 @@ type CQInitAttr struct {
 }
 
 // CQ is a completion queue.
+//
+// Concurrency: every method is safe for concurrent use, with one exception
+// inherited from the providers (and rdma-core): Poll must not be called from
+// two goroutines at once on providers that keep the consumer index unlocked
+// (rxe locks; see the provider's documentation). Resize excludes Poll for
+// the duration of the resize command (CQDriver.ResizeData/Resized), and
+// Close makes later Polls return ErrClosed.
 type CQ struct {
 	object
 	drv        CQDriver
-	cqe        int
+	cqe        atomic.Int32
 	channel    *CompChannel
 	compEvents atomic.Uint32
 	acked      atomic.Uint32
 }
 
 // CQE is the queue's capacity as the kernel sized it.
-func (cq *CQ) CQE() int { return cq.cqe }
+func (cq *CQ) CQE() int { return int(cq.cqe.Load()) }
 
 // Driver returns the provider's half of the CQ.
 func (cq *CQ) Driver() CQDriver { return cq.drv }
@@ -186,89 +131,59 @@ func (cq *CQ) Driver() CQDriver { return cq.drv }
 func (c *Context) CreateCQ(attr CQInitAttr) (*CQ, error) {
 	op := "create cq"
 	if attr.CQE <= 0 {
-		return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: cqe %d", sys.NewErrno(unix.EINVAL), attr.CQE)}
+		return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: cqe %d", sys.NewErrno(sys.EINVAL), attr.CQE)}
 	}
 	if attr.Channel != nil && attr.Channel.ctx != c {
-		return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: the completion channel belongs to another context", sys.NewErrno(unix.EINVAL))}
+		return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: the completion channel belongs to another context", sys.NewErrno(sys.EINVAL))}
 	}
 	drv, err := c.prov.NewCQ(&attr)
 	if err != nil {
 		return nil, opErr(c.dev.Name, op, err)
 	}
-	if err := c.lock(); err != nil {
+	var chObj *object
+	if attr.Channel != nil {
+		chObj = &attr.Channel.object
+	}
+	if err := c.lock(chObj); err != nil {
 		drv.Destroy()
 		return nil, opErr(c.dev.Name, op, err)
 	}
 	defer c.mu.Unlock()
-	dd := drv.DriverData()
 	cq := &CQ{drv: drv, channel: attr.Channel}
-	c.nextID++
-	id := c.nextID
-	var uhwOut []byte
-	var handle, cqe uint32
-	ran, err := c.tryIoctl(abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_CREATE, func() error {
-		cmd := sys.NewIoctl(c.arena, abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_CREATE, c.dev.DriverID)
-		h := cmd.NewIDR(abi.UVERBS_ATTR_CREATE_CQ_HANDLE)
-		respCQE := cmd.PtrOut(abi.UVERBS_ATTR_CREATE_CQ_RESP_CQE, 4)
-		cmd.U32(abi.UVERBS_ATTR_CREATE_CQ_CQE, uint32(attr.CQE))
-		cmd.U64(abi.UVERBS_ATTR_CREATE_CQ_USER_HANDLE, id)
-		if attr.Channel != nil {
-			cmd.FD(abi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, attr.Channel.FD())
-		}
-		cmd.U32(abi.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, uint32(attr.CompVector))
-		cmd.FD(abi.UVERBS_ATTR_CREATE_CQ_EVENT_FD, c.asyncFD.Int())
-		if len(dd.In) > 0 {
-			cmd.PtrIn(abi.UVERBS_ATTR_UHW_IN, dd.In)
-		}
-		if dd.OutLen > 0 {
-			uhwOut = cmd.PtrOut(abi.UVERBS_ATTR_UHW_OUT, dd.OutLen)
-		}
-		if err := cmd.Exec(c.fd); err != nil {
-			return err
-		}
-		handle, cqe = uint32(cmd.Data(h)), le32(respCQE)
-		return nil
-	})
-	if !ran && err == nil {
-		in := c.arena.Alloc(int(unsafe.Sizeof(abi.CreateCQ{})))
-		r := (*abi.CreateCQ)(unsafe.Pointer(&in[0]))
-		r.UserHandle = id
-		r.CQE = uint32(attr.CQE)
-		r.CompVector = uint32(attr.CompVector)
-		r.CompChannel = -1
-		if attr.Channel != nil {
-			r.CompChannel = int32(attr.Channel.FD())
-		}
-		out := c.arena.Alloc(int(unsafe.Sizeof(abi.CreateCQResp{})) + dd.OutLen)
-		w := &sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_CREATE_CQ, CoreIn: in, UHWIn: arenaCopy(c.arena, dd.In),
-			CoreOut: out[:unsafe.Sizeof(abi.CreateCQResp{})], UHWOut: out[unsafe.Sizeof(abi.CreateCQResp{}):]}
-		if err = c.execWrite(w); err == nil {
-			resp := (*abi.CreateCQResp)(unsafe.Pointer(&out[0]))
-			handle, cqe, uhwOut = resp.CQHandle, resp.CQE, w.UHWOut
-		}
+	channelFD := int32(-1)
+	if attr.Channel != nil {
+		channelFD = int32(attr.Channel.FD())
 	}
+	err = c.create(&cq.object, cq, &createCmd{kind: kindCQ, op: op, drv: drv.DriverData(),
+		method: abi.UVERBS_METHOD_CQ_CREATE, handleAttr: abi.UVERBS_ATTR_CREATE_CQ_HANDLE,
+		ioctl: func(cmd *sys.IoctlCmd, id uint64) func() {
+			respCQE := cmd.PtrOut(abi.UVERBS_ATTR_CREATE_CQ_RESP_CQE, 4)
+			cmd.U32(abi.UVERBS_ATTR_CREATE_CQ_CQE, uint32(attr.CQE))
+			cmd.U64(abi.UVERBS_ATTR_CREATE_CQ_USER_HANDLE, id)
+			if channelFD >= 0 {
+				cmd.FD(abi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, int(channelFD))
+			}
+			cmd.U32(abi.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, uint32(attr.CompVector))
+			cmd.FD(abi.UVERBS_ATTR_CREATE_CQ_EVENT_FD, c.asyncFD.Int())
+			return func() { cq.cqe.Store(int32(le32(respCQE))) }
+		},
+		writeCmd: abi.IB_USER_VERBS_CMD_CREATE_CQ, writeOutLen: abi.Size[abi.CreateCQResp](),
+		writeIn: func(id uint64) []byte {
+			r, b := alloc[abi.CreateCQ](c)
+			r.UserHandle, r.CQE, r.CompVector, r.CompChannel = id, uint32(attr.CQE), uint32(attr.CompVector), channelFD
+			return b
+		},
+		writeParse: func(out []byte) uint32 {
+			r := abi.As[abi.CreateCQResp](out)
+			cq.cqe.Store(int32(r.CQE))
+			return r.CQHandle
+		},
+		errMap: func(err error) error { return memlockErr(c.dev.Name, op, err) },
+	}, func(out []byte) error { return drv.Created(cq, out) }, drv.Destroy)
 	if err != nil {
-		drv.Destroy()
-		return nil, memlockErr(c.dev.Name, op, err)
+		return nil, err
 	}
-	cq.handle, cq.cqe = handle, int(cqe)
-	cq.ctx, cq.kind, cq.id = c, "cq", id
-	if err := drv.Created(cq, uhwOut); err != nil {
-		c.destroyCQLocked(cq)
-		drv.Destroy()
-		return nil, opErr(c.dev.Name, op, err)
-	}
-	c.live[id] = cq
 	return cq, nil
-}
-
-func arenaCopy(a *sys.Arena, b []byte) []byte {
-	if len(b) == 0 {
-		return nil
-	}
-	d := a.Alloc(len(b))
-	copy(d, b)
-	return d
 }
 
 // Poll fills wc with up to len(wc) completions and returns how many. It does
@@ -296,12 +211,11 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 		return n.ReqNotify(solicitedOnly)
 	}
 	c := cq.ctx
-	if err := c.lock(); err != nil {
+	if err := c.lock(&cq.object); err != nil {
 		return opErr(c.dev.Name, "req notify cq", err)
 	}
 	defer c.mu.Unlock()
-	in := c.arena.Alloc(int(unsafe.Sizeof(abi.ReqNotifyCQ{})))
-	r := (*abi.ReqNotifyCQ)(unsafe.Pointer(&in[0]))
+	r, in := alloc[abi.ReqNotifyCQ](c)
 	r.CQHandle = cq.handle
 	if solicitedOnly {
 		r.SolicitedOnly = 1
@@ -321,66 +235,54 @@ func (cq *CQ) Events() (delivered, acked int) {
 
 // Resize changes the number of entries (RESIZE_CQ); completions already in
 // the queue are kept. Devices that cannot resize give ErrNotSupported.
+//
+// The kernel copies pending completions into the new ring and rewrites the
+// consumer index, so Poll must not run meanwhile: the provider excludes it
+// from ResizeData until Resized, which runs whatever the command's outcome
+// (mirrors rdma-core providers/rxe/rxe.c: rxe_resize_cq, which holds the CQ
+// lock across ibv_cmd_resize_cq).
 func (cq *CQ) Resize(cqe int) error {
 	if err := cq.check(); err != nil {
 		return opErr("", "resize cq", err)
 	}
 	c := cq.ctx
-	if err := c.lock(); err != nil {
+	if err := c.lock(&cq.object); err != nil {
 		return opErr(c.dev.Name, "resize cq", err)
 	}
 	defer c.mu.Unlock()
-	dd := cq.drv.ResizeData(cqe)
-	in := c.arena.Alloc(int(unsafe.Sizeof(abi.ResizeCQ{})))
-	r := (*abi.ResizeCQ)(unsafe.Pointer(&in[0]))
-	r.CQHandle = cq.handle
-	r.CQE = uint32(cqe)
-	out := c.arena.Alloc(int(unsafe.Sizeof(abi.ResizeCQResp{})) + dd.OutLen)
+	if cqe <= 0 {
+		return &Error{Op: "resize cq", Device: c.dev.Name, Err: fmt.Errorf("%w: cqe %d", sys.NewErrno(sys.EINVAL), cqe)}
+	}
+	dd := cq.drv.ResizeData(cqe) // from here Poll waits
+	r, in := alloc[abi.ResizeCQ](c)
+	r.CQHandle, r.CQE = cq.handle, uint32(cqe)
+	n := abi.Size[abi.ResizeCQResp]()
+	out := c.arena.Alloc(n + dd.OutLen)
 	w := &sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_RESIZE_CQ, CoreIn: in, UHWIn: arenaCopy(c.arena, dd.In),
-		CoreOut: out[:unsafe.Sizeof(abi.ResizeCQResp{})], UHWOut: out[unsafe.Sizeof(abi.ResizeCQResp{}):]}
-	if err := c.execWrite(w); err != nil {
-		if sys.IsNotSupportedErrno(sys.ErrnoOf(err)) {
-			return &Error{Op: "resize cq", Device: c.dev.Name, Err: fmt.Errorf("%w: %v", ErrNotSupported, err)}
-		}
+		CoreOut: out[:n], UHWOut: out[n:]}
+	err := c.execWrite(w)
+	if err == nil {
+		cq.cqe.Store(int32(abi.As[abi.ResizeCQResp](out).CQE))
+	}
+	derr := cq.drv.Resized(cq, w.UHWOut, err) // always: it ends the exclusion
+	switch {
+	case err != nil && sys.IsNotSupportedErrno(sys.ErrnoOf(err)):
+		return &Error{Op: "resize cq", Device: c.dev.Name, Err: fmt.Errorf("%w: %v", ErrNotSupported, err)}
+	case err != nil:
 		return memlockErr(c.dev.Name, "resize cq", err)
 	}
-	cq.cqe = int((*abi.ResizeCQResp)(unsafe.Pointer(&out[0])).CQE)
-	return opErr(c.dev.Name, "resize cq", cq.drv.Resized(cq, w.UHWOut))
+	return opErr(c.dev.Name, "resize cq", derr)
 }
 
-// Close destroys the CQ. The kernel refuses (EBUSY) while QPs or SRQs use it.
+// Close destroys the CQ. The kernel refuses (EBUSY, ErrBusy) while QPs or
+// SRQs use it; the CQ then stays usable.
 func (cq *CQ) Close() error {
-	if cq == nil || cq.closed.Load() {
+	if cq == nil {
 		return nil
 	}
-	c := cq.ctx
-	if err := c.lock(); err != nil {
-		cq.closed.Store(true)
-		return nil
-	}
-	defer c.mu.Unlock()
-	if err := c.destroyCQLocked(cq); err != nil {
-		return busyErr(c.dev.Name, "destroy cq", "QPs and SRQs", err)
-	}
-	cq.closed.Store(true)
-	delete(c.live, cq.id)
-	return opErr(c.dev.Name, "destroy cq", cq.drv.Destroy())
+	return cq.closeObject("destroy cq", cq.drv.Destroy)
 }
 
 func (cq *CQ) release() { cq.drv.Destroy() }
 
-func (c *Context) destroyCQLocked(cq *CQ) error {
-	_, err := c.destroy(abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_DESTROY, abi.UVERBS_ATTR_DESTROY_CQ_HANDLE, cq.handle,
-		abi.UVERBS_ATTR_DESTROY_CQ_RESP, int(unsafe.Sizeof(abi.DestroyCQResp{})),
-		func() *sys.WriteCommand {
-			in := c.arena.Alloc(int(unsafe.Sizeof(abi.DestroyCQ{})))
-			(*abi.DestroyCQ)(unsafe.Pointer(&in[0])).CQHandle = cq.handle
-			return &sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_DESTROY_CQ, CoreIn: in,
-				CoreOut: c.arena.Alloc(int(unsafe.Sizeof(abi.DestroyCQResp{})))}
-		})
-	return err
-}
-
 func (cq *CQ) String() string { return "CQ " + strconv.Itoa(int(cq.handle)) + " on " + cq.ctx.dev.Name }
-
-func (ch *CompChannel) release() { ch.file.Close() }

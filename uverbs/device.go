@@ -13,7 +13,9 @@ import (
 	"github.com/ibgo/ibgo/internal/nl"
 )
 
-// Device is an RDMA device as the kernel lists it, before it is opened.
+// Device is an RDMA device as the kernel lists it, before it is opened. It
+// is a snapshot, not updated after discovery: safe for concurrent use, and
+// Open may be called from several goroutines (each gets its own Context).
 type Device struct {
 	Name         string   // e.g. "rxe0", "mlx5_0"
 	Index        uint32   // the kernel's device index (RDMA netlink); valid if HasIndex

@@ -13,4 +13,16 @@
 //
 // Errors are *Error values wrapping the kernel's errno; errors.Is(err,
 // ErrNotSupported) tells whether the kernel or device lacks a feature.
+//
+// Object lifecycle: every kernel object (PD, MR, CQ, QP, SRQ, AH, completion
+// channel) is created by one pipeline (command lock, user handle, ioctl with
+// a per-method fallback to the legacy write command, the provider's hook,
+// registration) and closed by one path: Close is idempotent; when the kernel
+// refuses because other objects still use it, Close returns an error
+// wrapping ErrBusy and the object stays usable; Context.Close takes every
+// object with it.
+//
+// Concurrency: each object type states its contract in its doc comment.
+// Types without one (attributes, work requests, GID, WC, ...) are plain
+// values: safe to read from several goroutines, not to modify concurrently.
 package uverbs

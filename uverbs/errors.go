@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ibgo/ibgo/internal/sys"
 )
 
@@ -20,9 +18,9 @@ var ErrNotSupported = sys.ErrNotSupported
 var ErrNoDevice = sys.ErrNoDevice
 
 // ErrClosed is returned by operations on an object after Close. It wraps EBADF.
-var ErrClosed = fmt.Errorf("object closed: %w", sys.NewErrno(unix.EBADF))
+var ErrClosed = fmt.Errorf("object closed: %w", sys.NewErrno(sys.EBADF))
 
-// Error is the error type of this package: the operation, the device and
+// Error is the error type of this package (a plain value): the operation, the device and
 // object it was attempted on, and the cause (usually a kernel errno, which
 // errors.Is and errors.As reach through Unwrap).
 type Error struct {
@@ -64,5 +62,5 @@ func opErr(dev, op string, err error) error {
 // (method or mandatory attribute unknown).
 func isFallback(err error) bool {
 	e := sys.ErrnoOf(err)
-	return e == unix.ENOTTY || e == unix.EPROTONOSUPPORT
+	return e == sys.ENOTTY || e == sys.EPROTONOSUPPORT
 }

@@ -2,10 +2,7 @@ package uverbs
 
 import (
 	"context"
-	"os"
 	"strconv"
-	"syscall"
-	"unsafe"
 
 	"github.com/ibgo/ibgo/internal/abi"
 )
@@ -64,17 +61,20 @@ type AsyncEvent struct {
 }
 
 // GetAsyncEvent waits for the next asynchronous event, on the runtime poller;
-// cancelling ctx (or its deadline) ends the wait with ctx's error.
+// cancelling ctx (or its deadline) ends the wait with ctx's error. It is
+// safe for concurrent use: each event goes to one caller.
 func (c *Context) GetAsyncEvent(ctx context.Context) (AsyncEvent, error) {
-	f, rc, err := c.asyncFile()
-	if err != nil {
-		return AsyncEvent{}, opErr(c.dev.Name, "get async event", err)
+	c.mu.Lock()
+	closed, fd := c.closed, c.asyncFD
+	c.mu.Unlock()
+	if closed || fd == nil {
+		return AsyncEvent{}, opErr(c.dev.Name, "get async event", ErrClosed)
 	}
 	var buf [16]byte
-	if err := readEvent(ctx, f, rc, buf[:]); err != nil {
-		return AsyncEvent{}, opErr(c.dev.Name, "get async event", err)
+	if _, err := fd.Read(ctx, buf[:]); err != nil {
+		return AsyncEvent{}, opErr(c.dev.Name, "get async event", eventErr(err))
 	}
-	d := (*abi.AsyncEventDesc)(unsafe.Pointer(&buf[0]))
+	d := abi.As[abi.AsyncEventDesc](buf[:])
 	ev := AsyncEvent{Type: EventType(d.EventType), Element: d.Element}
 	c.mu.Lock()
 	obj := c.lookup(d.Element)
@@ -92,28 +92,4 @@ func (c *Context) GetAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 		ev.Port = int(d.Element)
 	}
 	return ev, nil
-}
-
-// asyncFile hands (a duplicate of) the async event fd to the runtime poller
-// the first time events are read.
-func (c *Context) asyncFile() (*os.File, syscall.RawConn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, nil, ErrClosed
-	}
-	if c.asyncPoll != nil {
-		return c.asyncPoll, c.asyncRC, nil
-	}
-	dup, err := c.asyncFD.Dup()
-	if err != nil {
-		return nil, nil, err
-	}
-	fd := dup.Int()
-	f, rc, err := pollable(fd, "async-events")
-	if err != nil {
-		return nil, nil, err
-	}
-	c.asyncPoll, c.asyncRC = f, rc
-	return f, rc, nil
 }

@@ -28,3 +28,14 @@ func OpenLegacy(d *Device) (*Context, error) {
 // SetHandle replaces an object's kernel handle, to make the kernel see an
 // invalid one.
 func SetHandle(o interface{ base() *object }, h uint32) { o.base().handle = h }
+
+// IoctlRefused lists the ioctl methods c has fallen back from to write.
+func IoctlRefused(c *Context) map[[2]uint16]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[[2]uint16]bool{}
+	for k, v := range c.noIoctl {
+		out[k] = v
+	}
+	return out
+}

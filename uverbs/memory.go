@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ibgo/ibgo/internal/nl"
 	"github.com/ibgo/ibgo/internal/sys"
 )
@@ -18,6 +16,9 @@ import (
 // Memory is a region for RDMA buffers: anonymous mmap'd memory outside the Go
 // heap, so the garbage collector never moves or frees it while the device
 // reads and writes it. Register it with PD.RegMR.
+//
+// Concurrency: every method is safe for concurrent use; the slice Bytes
+// returned must not be used after Close.
 type Memory struct {
 	mu   sync.Mutex
 	b    []byte
@@ -27,14 +28,13 @@ type Memory struct {
 // MemoryOptions tune AllocMemory.
 type MemoryOptions struct {
 	// HugePages backs the region with huge pages (MAP_HUGETLB); the size is
-	// rounded up to 2 MiB. Fails with ErrNotSupported when none are reserved
-	// (vm.nr_hugepages).
+	// rounded up to the system's default huge page size (Hugepagesize in
+	// /proc/meminfo: 2 MiB, 1 GiB, or 512 MiB on 64 KiB-page arm64).
+	// Fails with ErrNotSupported when none are reserved (vm.nr_hugepages).
 	HugePages bool
 	// Populate faults the pages in now (MAP_POPULATE) instead of at first use.
 	Populate bool
 }
-
-const hugePageSize = 2 << 20
 
 // AllocMemory maps size bytes (rounded up to a page) of zeroed memory. Unless
 // the kernel has copy-on-fork for pinned pages, the region is marked
@@ -42,28 +42,32 @@ const hugePageSize = 2 << 20
 // copy-on-write (rdma-core libibverbs/memory.c: ibv_fork_init).
 func AllocMemory(size int, opts MemoryOptions) (*Memory, error) {
 	if size <= 0 {
-		return nil, &Error{Op: "alloc memory", Err: fmt.Errorf("%w: size %d", sys.NewErrno(unix.EINVAL), size)}
+		return nil, &Error{Op: "alloc memory", Err: fmt.Errorf("%w: size %d", sys.NewErrno(sys.EINVAL), size)}
 	}
 	flags := 0
 	align := sys.Pagesize
 	if opts.HugePages {
-		flags |= unix.MAP_HUGETLB
-		align = hugePageSize
+		hp, err := sys.HugePageSize()
+		if err != nil {
+			return nil, &Error{Op: "alloc memory", Err: fmt.Errorf("%w: huge page size: %v", ErrNotSupported, err)}
+		}
+		flags |= sys.MapHugeTLB
+		align = hp
 	}
 	if opts.Populate {
-		flags |= unix.MAP_POPULATE
+		flags |= sys.MapPopulate
 	}
 	n := (size + align - 1) &^ (align - 1)
 	b, err := sys.MmapAnon(n, flags)
 	if err != nil {
-		if opts.HugePages && (errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EINVAL)) {
+		if opts.HugePages && (errors.Is(err, sys.ENOMEM) || errors.Is(err, sys.EINVAL)) {
 			return nil, &Error{Op: "alloc memory", Err: fmt.Errorf("%w: no huge pages for %d bytes: %v", ErrNotSupported, n, err),
 				Hint: "reserve some: sysctl vm.nr_hugepages=N"}
 		}
 		return nil, &Error{Op: "alloc memory", Err: err}
 	}
 	if !copyOnFork() {
-		if err := sys.Madvise(b, unix.MADV_DONTFORK); err != nil {
+		if err := sys.DontFork(b); err != nil {
 			sys.Munmap(b)
 			return nil, &Error{Op: "alloc memory", Err: fmt.Errorf("madvise(MADV_DONTFORK): %w", err)}
 		}
@@ -131,11 +135,11 @@ type Memlock struct {
 
 // QueryMemlock reads the limit and the process's current pinned memory.
 func QueryMemlock() (Memlock, error) {
-	var r unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &r); err != nil {
+	limit, unlimited, err := sys.MemlockLimit()
+	if err != nil {
 		return Memlock{}, err
 	}
-	m := Memlock{Limit: r.Cur, Unlimited: r.Cur == unix.RLIM_INFINITY || hasCapIPCLock()}
+	m := Memlock{Limit: limit, Unlimited: unlimited || hasCapIPCLock()}
 	m.Pinned = vmPin()
 	return m, nil
 }
@@ -150,7 +154,7 @@ func CheckMemlock(n int) error {
 	if m.Pinned+uint64(n) <= m.Limit {
 		return nil
 	}
-	return &Error{Op: "check memlock", Err: fmt.Errorf("%w: pinning %d more bytes would exceed RLIMIT_MEMLOCK", sys.NewErrno(unix.ENOMEM), n),
+	return &Error{Op: "check memlock", Err: fmt.Errorf("%w: pinning %d more bytes would exceed RLIMIT_MEMLOCK", sys.NewErrno(sys.ENOMEM), n),
 		Hint: memlockHint(m)}
 }
 
@@ -162,7 +166,7 @@ func memlockHint(m Memlock) string {
 // memlockErr turns the kernel's bare ENOMEM from a pinning command into an
 // error that names the limit and the fix.
 func memlockErr(dev, op string, err error) error {
-	if !errors.Is(err, unix.ENOMEM) {
+	if !errors.Is(err, sys.ENOMEM) {
 		return opErr(dev, op, err)
 	}
 	m, qerr := QueryMemlock()
@@ -198,7 +202,7 @@ func hasCapIPCLock() bool {
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "CapEff:"); ok {
 			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && caps&(1<<unix.CAP_IPC_LOCK) != 0
+			return err == nil && caps&(1<<sys.CapIPCLock) != 0
 		}
 	}
 	return false

@@ -3,9 +3,6 @@ package uverbs
 import (
 	"fmt"
 	"strings"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ibgo/ibgo/internal/abi"
 	"github.com/ibgo/ibgo/internal/sys"
@@ -50,6 +47,13 @@ func (a Access) String() string {
 }
 
 // MR is a registered memory region.
+//
+// Concurrency: the accessors (LKey, RKey, Addr, SGE, ...) and Close are safe
+// for concurrent use with each other. Rereg changes keys and range: it must
+// not run concurrently with other methods of the same MR or with work
+// requests that use it (as in rdma-core, where ibv_rereg_mr requires the MR
+// be idle). Providers read the registered range through PD.SGEBytes, which
+// Rereg updates atomically.
 type MR struct {
 	object
 	pd     *PD
@@ -108,7 +112,7 @@ func (pd *PD) RegMRIOVA(buf []byte, iova uint64, access Access) (*MR, error) {
 	}
 	c := pd.ctx
 	if len(buf) == 0 {
-		return nil, &Error{Op: "reg mr", Device: c.dev.Name, Err: fmt.Errorf("%w: empty buffer", sys.NewErrno(unix.EINVAL))}
+		return nil, &Error{Op: "reg mr", Device: c.dev.Name, Err: fmt.Errorf("%w: empty buffer", sys.NewErrno(sys.EINVAL))}
 	}
 	if access&AccessOnDemand != 0 {
 		// rxe answers a bare EINVAL; say what is missing instead.
@@ -122,28 +126,35 @@ func (pd *PD) RegMRIOVA(buf []byte, iova uint64, access Access) (*MR, error) {
 		e.Op, e.Device = "reg mr", c.dev.Name
 		return nil, e
 	}
-	if err := c.lock(); err != nil {
+	if err := c.lock(&pd.object); err != nil {
 		return nil, opErr(c.dev.Name, "reg mr", err)
 	}
 	defer c.mu.Unlock()
-	in := c.arena.Alloc(int(unsafe.Sizeof(abi.RegMR{})))
-	r := (*abi.RegMR)(unsafe.Pointer(&in[0]))
-	r.Start = sys.Addr(buf)
-	r.Length = uint64(len(buf))
-	r.HCAVA = iova
-	r.PDHandle = pd.handle
-	r.AccessFlags = uint32(access)
-	out := c.arena.Alloc(int(unsafe.Sizeof(abi.RegMRResp{})))
-	if err := c.execWrite(&sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_REG_MR, CoreIn: in, CoreOut: out}); err != nil {
-		if h := accessHint(access); h != "" && sys.ErrnoOf(err) == unix.EINVAL {
-			return nil, &Error{Op: "reg mr", Device: c.dev.Name, Err: err, Hint: h}
-		}
-		return nil, memlockErr(c.dev.Name, "reg mr", err)
+	mr := &MR{pd: pd, buf: buf, iova: iova, access: access}
+	err := c.create(&mr.object, mr, &createCmd{kind: kindMR, op: "reg mr",
+		writeCmd: abi.IB_USER_VERBS_CMD_REG_MR, writeOutLen: abi.Size[abi.RegMRResp](),
+		writeIn: func(uint64) []byte {
+			r, b := alloc[abi.RegMR](c)
+			r.Start, r.Length, r.HCAVA = sys.Addr(buf), uint64(len(buf)), iova
+			r.PDHandle, r.AccessFlags = pd.handle, uint32(access)
+			return b
+		},
+		writeParse: func(out []byte) uint32 {
+			r := abi.As[abi.RegMRResp](out)
+			mr.lkey, mr.rkey = r.LKey, r.RKey
+			return r.MRHandle
+		},
+		errMap: func(err error) error {
+			if h := accessHint(access); h != "" && sys.ErrnoOf(err) == sys.EINVAL {
+				return &Error{Op: "reg mr", Device: c.dev.Name, Err: err, Hint: h}
+			}
+			return memlockErr(c.dev.Name, "reg mr", err)
+		},
+	}, nil, nil)
+	if err != nil {
+		return nil, err
 	}
-	resp := (*abi.RegMRResp)(unsafe.Pointer(&out[0]))
-	mr := &MR{pd: pd, buf: buf, iova: iova, lkey: resp.LKey, rkey: resp.RKey, access: access}
-	mr.handle = resp.MRHandle
-	c.register(&mr.object, "mr", mr)
+	pd.setMR(mr, true)
 	return mr, nil
 }
 
@@ -155,30 +166,37 @@ func (pd *PD) RegDmaBufMR(fd int, offset, length, iova uint64, access Access) (*
 		return nil, opErr("", "reg dma-buf mr", err)
 	}
 	c := pd.ctx
-	if err := c.lock(); err != nil {
+	if err := c.lock(&pd.object); err != nil {
 		return nil, opErr(c.dev.Name, "reg dma-buf mr", err)
 	}
 	defer c.mu.Unlock()
-	cmd := sys.NewIoctl(c.arena, abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_REG_DMABUF_MR, c.dev.DriverID)
-	h := cmd.NewIDR(abi.UVERBS_ATTR_REG_DMABUF_MR_HANDLE)
-	cmd.IDR(abi.UVERBS_ATTR_REG_DMABUF_MR_PD_HANDLE, pd.handle)
-	cmd.U64(abi.UVERBS_ATTR_REG_DMABUF_MR_OFFSET, offset)
-	cmd.U64(abi.UVERBS_ATTR_REG_DMABUF_MR_LENGTH, length)
-	cmd.U64(abi.UVERBS_ATTR_REG_DMABUF_MR_IOVA, iova)
-	cmd.U32(abi.UVERBS_ATTR_REG_DMABUF_MR_FD, uint32(fd)) // a u32 PTR_IN, not an FD attribute
-	cmd.U32(abi.UVERBS_ATTR_REG_DMABUF_MR_ACCESS_FLAGS, uint32(access))
-	lkey := cmd.PtrOut(abi.UVERBS_ATTR_REG_DMABUF_MR_RESP_LKEY, 4)
-	rkey := cmd.PtrOut(abi.UVERBS_ATTR_REG_DMABUF_MR_RESP_RKEY, 4)
-	if err := cmd.Exec(c.fd); err != nil {
-		if sys.IsNotSupportedErrno(sys.ErrnoOf(err)) {
-			return nil, &Error{Op: "reg dma-buf mr", Device: c.dev.Name,
-				Err: fmt.Errorf("%w: %s cannot register dma-buf memory: %v", ErrNotSupported, c.dev.Name, err)}
-		}
-		return nil, memlockErr(c.dev.Name, "reg dma-buf mr", err)
+	mr := &MR{pd: pd, iova: iova, access: access}
+	err := c.create(&mr.object, mr, &createCmd{kind: kindMR, op: "reg dma-buf mr",
+		method: abi.UVERBS_METHOD_REG_DMABUF_MR, handleAttr: abi.UVERBS_ATTR_REG_DMABUF_MR_HANDLE,
+		ioctl: func(cmd *sys.IoctlCmd, _ uint64) func() {
+			cmd.IDR(abi.UVERBS_ATTR_REG_DMABUF_MR_PD_HANDLE, pd.handle)
+			cmd.U64(abi.UVERBS_ATTR_REG_DMABUF_MR_OFFSET, offset)
+			cmd.U64(abi.UVERBS_ATTR_REG_DMABUF_MR_LENGTH, length)
+			cmd.U64(abi.UVERBS_ATTR_REG_DMABUF_MR_IOVA, iova)
+			cmd.U32(abi.UVERBS_ATTR_REG_DMABUF_MR_FD, uint32(fd)) // a u32 PTR_IN, not an FD attribute
+			cmd.U32(abi.UVERBS_ATTR_REG_DMABUF_MR_ACCESS_FLAGS, uint32(access))
+			lkey := cmd.PtrOut(abi.UVERBS_ATTR_REG_DMABUF_MR_RESP_LKEY, 4)
+			rkey := cmd.PtrOut(abi.UVERBS_ATTR_REG_DMABUF_MR_RESP_RKEY, 4)
+			return func() { mr.lkey, mr.rkey = le32(lkey), le32(rkey) }
+		},
+		// No write form: a kernel without the method answers ENOTTY or
+		// EPROTONOSUPPORT, reported as not supported.
+		errMap: func(err error) error {
+			if sys.IsNotSupportedErrno(sys.ErrnoOf(err)) {
+				return &Error{Op: "reg dma-buf mr", Device: c.dev.Name,
+					Err: fmt.Errorf("%w: %s cannot register dma-buf memory: %v", ErrNotSupported, c.dev.Name, err)}
+			}
+			return memlockErr(c.dev.Name, "reg dma-buf mr", err)
+		},
+	}, nil, nil)
+	if err != nil {
+		return nil, err
 	}
-	mr := &MR{pd: pd, iova: iova, lkey: le32(lkey), rkey: le32(rkey), access: access}
-	mr.handle = uint32(cmd.Data(h))
-	c.register(&mr.object, "mr", mr)
 	return mr, nil
 }
 
@@ -203,12 +221,15 @@ func (mr *MR) Rereg(flags int, pd *PD, buf []byte, access Access) error {
 			return opErr(c.dev.Name, "rereg mr", err)
 		}
 	}
-	if err := c.lock(); err != nil {
+	var newPD *object
+	if flags&ReregPD != 0 {
+		newPD = &pd.object
+	}
+	if err := c.lock(&mr.object, newPD); err != nil {
 		return opErr(c.dev.Name, "rereg mr", err)
 	}
 	defer c.mu.Unlock()
-	in := c.arena.Alloc(int(unsafe.Sizeof(abi.ReregMR{})))
-	r := (*abi.ReregMR)(unsafe.Pointer(&in[0]))
+	r, in := alloc[abi.ReregMR](c)
 	r.MRHandle = mr.handle
 	r.Flags = uint32(flags)
 	if flags&ReregTranslation != 0 {
@@ -220,14 +241,15 @@ func (mr *MR) Rereg(flags int, pd *PD, buf []byte, access Access) error {
 	if flags&ReregAccess != 0 {
 		r.AccessFlags = uint32(access)
 	}
-	out := c.arena.Alloc(int(unsafe.Sizeof(abi.ReregMRResp{})))
+	out := c.arena.Alloc(abi.Size[abi.ReregMRResp]())
 	if err := c.execWrite(&sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_REREG_MR, CoreIn: in, CoreOut: out}); err != nil {
 		if sys.IsNotSupportedErrno(sys.ErrnoOf(err)) {
 			return &Error{Op: "rereg mr", Device: c.dev.Name, Err: fmt.Errorf("%w: %v", ErrNotSupported, err)}
 		}
 		return memlockErr(c.dev.Name, "rereg mr", err)
 	}
-	resp := (*abi.ReregMRResp)(unsafe.Pointer(&out[0]))
+	resp := abi.As[abi.ReregMRResp](out)
+	oldPD := mr.pd
 	mr.lkey, mr.rkey = resp.LKey, resp.RKey
 	if flags&ReregTranslation != 0 {
 		mr.buf, mr.iova = buf, sys.Addr(buf)
@@ -238,30 +260,18 @@ func (mr *MR) Rereg(flags int, pd *PD, buf []byte, access Access) error {
 	if flags&ReregAccess != 0 {
 		mr.access = access
 	}
+	oldPD.setMR(mr, false)
+	mr.pd.setMR(mr, true)
 	return nil
 }
 
 // Close deregisters the region (the memory itself stays mapped).
 func (mr *MR) Close() error {
-	if mr == nil || mr.closed.Load() {
+	if mr == nil {
 		return nil
 	}
-	c := mr.ctx
-	if err := c.lock(); err != nil {
-		mr.closed.Store(true)
+	return mr.closeObject("dereg mr", func() error {
+		mr.pd.setMR(mr, false) // under ctx.mu, as every snapshot update
 		return nil
-	}
-	defer c.mu.Unlock()
-	_, err := c.destroy(abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_MR_DESTROY, abi.UVERBS_ATTR_DESTROY_MR_HANDLE, mr.handle, -1, 0,
-		func() *sys.WriteCommand {
-			in := c.arena.Alloc(int(unsafe.Sizeof(abi.DeregMR{})))
-			(*abi.DeregMR)(unsafe.Pointer(&in[0])).MRHandle = mr.handle
-			return &sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_DEREG_MR, CoreIn: in}
-		})
-	if err != nil {
-		return busyErr(c.dev.Name, "dereg mr", "memory windows", err)
-	}
-	mr.closed.Store(true)
-	c.unregister(&mr.object)
-	return nil
+	})
 }

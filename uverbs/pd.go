@@ -1,16 +1,29 @@
 package uverbs
 
 import (
-	"unsafe"
+	"sync/atomic"
 
 	"github.com/ibgo/ibgo/internal/abi"
-	"github.com/ibgo/ibgo/internal/sys"
 )
 
 // PD is a protection domain: MRs, QPs, SRQs and AHs live in one and can only
 // be used with each other.
+//
+// Concurrency: every method is safe for concurrent use. SGEBytes, called by
+// providers on the datapath, takes no lock.
 type PD struct {
 	object
+	// mrs is the PD's registered memory as providers see it (SGEBytes): a
+	// copy-on-write snapshot replaced under ctx.mu, read without a lock.
+	mrs atomic.Pointer[[]mrRange]
+}
+
+// mrRange is one registered region as seen by SGEBytes.
+type mrRange struct {
+	mr   *MR
+	lkey uint32
+	iova uint64
+	buf  []byte
 }
 
 // AllocPD allocates a protection domain (ALLOC_PD).
@@ -19,64 +32,61 @@ func (c *Context) AllocPD() (*PD, error) {
 		return nil, opErr(c.dev.Name, "alloc pd", err)
 	}
 	defer c.mu.Unlock()
-	in := c.arena.Alloc(int(unsafe.Sizeof(abi.AllocPD{})))
-	out := c.arena.Alloc(int(unsafe.Sizeof(abi.AllocPDResp{})))
-	if err := c.execWrite(&sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_ALLOC_PD, CoreIn: in, CoreOut: out}); err != nil {
-		return nil, opErr(c.dev.Name, "alloc pd", err)
-	}
 	pd := &PD{}
-	pd.handle = (*abi.AllocPDResp)(unsafe.Pointer(&out[0])).PDHandle
-	c.register(&pd.object, "pd", pd)
-	return pd, nil
+	return pd, c.create(&pd.object, pd, &createCmd{kind: kindPD, op: "alloc pd",
+		writeCmd: abi.IB_USER_VERBS_CMD_ALLOC_PD, writeOutLen: abi.Size[abi.AllocPDResp](),
+		writeIn: func(uint64) []byte {
+			_, b := alloc[abi.AllocPD](c)
+			return b
+		},
+		writeParse: func(out []byte) uint32 { return abi.As[abi.AllocPDResp](out).PDHandle },
+	}, nil, nil)
 }
 
-// Close deallocates the PD. The kernel refuses (EBUSY) while MRs, QPs, SRQs
-// or AHs still use it; the PD then stays usable.
-func (pd *PD) Close() error {
-	if pd == nil || pd.closed.Load() {
-		return nil
-	}
-	c := pd.ctx
-	if err := c.lock(); err != nil {
-		pd.closed.Store(true)
-		return nil // the context is gone and took the PD with it
-	}
-	defer c.mu.Unlock()
-	_, err := c.destroy(abi.UVERBS_OBJECT_PD, abi.UVERBS_METHOD_PD_DESTROY, abi.UVERBS_ATTR_DESTROY_PD_HANDLE, pd.handle, -1, 0,
-		func() *sys.WriteCommand {
-			in := c.arena.Alloc(int(unsafe.Sizeof(abi.DeallocPD{})))
-			(*abi.DeallocPD)(unsafe.Pointer(&in[0])).PDHandle = pd.handle
-			return &sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_DEALLOC_PD, CoreIn: in}
-		})
-	if err != nil {
-		return busyErr(c.dev.Name, "dealloc pd", "MRs, QPs, SRQs and AHs", err)
-	}
-	pd.closed.Store(true)
-	c.unregister(&pd.object)
-	return nil
-}
+// Close deallocates the PD. The kernel refuses (EBUSY, ErrBusy) while MRs,
+// QPs, SRQs or AHs still use it; the PD then stays usable.
+func (pd *PD) Close() error { return pd.closeObject("dealloc pd", nil) }
 
-// destroy runs OBJECT/DESTROY with the object's handle (and an optional
-// PTR_OUT response attribute), falling back to the legacy write command.
-// Callers hold c.mu. It returns the response bytes (nil on the write path
-// when the command has none).
-func (c *Context) destroy(object, method, handleAttr uint16, handle uint32, respAttr int, respLen int,
-	write func() *sys.WriteCommand) ([]byte, error) {
-	var resp []byte
-	ran, err := c.tryIoctl(object, method, func() error {
-		cmd := sys.NewIoctl(c.arena, object, method, c.dev.DriverID)
-		cmd.IDR(handleAttr, handle)
-		if respAttr >= 0 {
-			resp = cmd.PtrOut(uint16(respAttr), respLen)
+// SGEBytes returns the registered memory an SGE names: the bytes of the MR
+// of this PD whose lkey is sge.LKey, at the SGE's address and length. ok is
+// false when no such MR exists or the range does not lie inside it. It is
+// what a provider's inline send copies from (the kernel never sees that
+// memory, so nobody else checks it); it allocates nothing and takes no lock.
+func (pd *PD) SGEBytes(sge SGE) (b []byte, ok bool) {
+	p := pd.mrs.Load()
+	if p == nil {
+		return nil, false
+	}
+	for i := range *p {
+		r := &(*p)[i]
+		if r.lkey != sge.LKey {
+			continue
 		}
-		return cmd.Exec(c.fd)
-	})
-	if ran {
-		return resp, err
+		if sge.Addr < r.iova {
+			return nil, false
+		}
+		off := sge.Addr - r.iova
+		if off > uint64(len(r.buf)) || uint64(sge.Length) > uint64(len(r.buf))-off {
+			return nil, false
+		}
+		return r.buf[off : off+uint64(sge.Length) : off+uint64(sge.Length)], true
 	}
-	w := write()
-	if err := c.execWrite(w); err != nil {
-		return nil, err
+	return nil, false
+}
+
+// setMR publishes mr's current keys and range (nil buf: mr leaves the
+// snapshot). Callers hold ctx.mu.
+func (pd *PD) setMR(mr *MR, keep bool) {
+	var next []mrRange
+	if p := pd.mrs.Load(); p != nil {
+		for _, r := range *p {
+			if r.mr != mr {
+				next = append(next, r)
+			}
+		}
 	}
-	return w.CoreOut, nil
+	if keep && mr.buf != nil {
+		next = append(next, mrRange{mr: mr, lkey: mr.lkey, iova: mr.iova, buf: mr.buf})
+	}
+	pd.mrs.Store(&next)
 }

@@ -21,6 +21,18 @@ type Provider interface {
 }
 
 // ProviderContext is a provider's per-Context state.
+//
+// Concurrency contract between uverbs and providers: the control-path hooks
+// (ContextRequest/Response, NewCQ/QP/SRQ/AH, DriverData, Created,
+// ResizeData/Resized, ModifyData/Modified, Destroy) are called with the
+// Context's command lock held, one at a time per Context (NewCQ, NewQP,
+// NewSRQ and NewAH run just before taking it). The datapath methods
+// (CQDriver.Poll, QPDriver.PostSend/PostRecv, SRQDriver.PostRecv) are called
+// with no uverbs lock, concurrently with each other and with any control-path
+// hook of the same object, Destroy included: the provider serialises what
+// must be (its ring locks), and a post or poll after Destroy returns
+// ErrClosed. QP.PostSend may be called from several goroutines at once;
+// CQ.Poll from one at a time unless the provider documents otherwise.
 type ProviderContext interface {
 	// ContextRequest returns the driver request for GET_CONTEXT (UHW_IN,
 	// may be empty) and the size of the driver response to expect (UHW_OUT).
@@ -56,9 +68,15 @@ type CQDriver interface {
 	Created(cq *CQ, out []byte) error
 	// Poll fills wc with up to len(wc) completions and returns how many.
 	Poll(wc []WC) (int, error)
-	// ResizeData and Resized bracket RESIZE_CQ.
+	// ResizeData and Resized bracket RESIZE_CQ. ResizeData returns the
+	// driver request and takes whatever excludes the provider's Poll: the
+	// kernel copies pending completions into the new ring and rewrites
+	// the consumer index meanwhile. Resized is ALWAYS called after
+	// ResizeData, with the command's error (nil on success); the provider
+	// maps the new ring only when err is nil, and always releases the
+	// exclusion.
 	ResizeData(cqe int) DriverData
-	Resized(cq *CQ, out []byte) error
+	Resized(cq *CQ, out []byte, err error) error
 	// Destroy releases the provider's resources after the kernel object is
 	// gone (destroyed, or its context closed).
 	Destroy() error
@@ -80,9 +98,12 @@ type SRQDriver interface {
 	DriverData() DriverData
 	Created(srq *SRQ, out []byte) error
 	// ModifyData is the driver request for MODIFY_SRQ (rxe needs one to
-	// resize); Modified runs after the kernel accepted it.
+	// resize); scratch allocates command memory the kernel may write.
+	// Modified is ALWAYS called after ModifyData, with the command's error
+	// (nil when the kernel accepted it): whatever ModifyData took is
+	// released there on every path.
 	ModifyData(attr *SRQAttr, mask SRQAttrMask, scratch func(n int) []byte) DriverData
-	Modified(srq *SRQ, attr *SRQAttr, mask SRQAttrMask) error
+	Modified(srq *SRQ, attr *SRQAttr, mask SRQAttrMask, err error) error
 	PostRecv(wr []RecvWR) (int, error)
 	Destroy() error
 }

@@ -3,9 +3,7 @@ package uverbs
 import (
 	"fmt"
 	"strconv"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
+	"sync/atomic"
 
 	"github.com/ibgo/ibgo/internal/abi"
 	"github.com/ibgo/ibgo/internal/sys"
@@ -164,6 +162,12 @@ type QPInitAttr struct {
 }
 
 // QP is a queue pair.
+//
+// Concurrency: every method is safe for concurrent use. PostSend and
+// PostRecv may each be called from several goroutines (the provider
+// serialises each queue, as rdma-core's providers lock theirs); Modify,
+// Query, AttachMcast and DetachMcast are serialised with every other command
+// of the Context; Close makes later posts return ErrClosed.
 type QP struct {
 	object
 	pd     *PD
@@ -175,7 +179,7 @@ type QP struct {
 	sendCQ *CQ
 	recvCQ *CQ
 	srq    *SRQ
-	state  QPState
+	state  atomic.Uint32 // QPState of the last successful Modify
 }
 
 // QPN is the queue pair number peers address.
@@ -191,7 +195,7 @@ func (qp *QP) Cap() QPCap { return qp.cap }
 func (qp *QP) SigAll() bool { return qp.sigAll }
 
 // State is the state of the last successful Modify (Query asks the kernel).
-func (qp *QP) State() QPState { return qp.state }
+func (qp *QP) State() QPState { return QPState(qp.state.Load()) }
 
 // SendCQ, RecvCQ, SRQ and PD return what the QP was created with.
 func (qp *QP) SendCQ() *CQ { return qp.sendCQ }
@@ -209,13 +213,40 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		return nil, opErr("", op, err)
 	}
 	c := pd.ctx
+	if err := checkQPInit(c, &attr); err != nil {
+		return nil, &Error{Op: op, Device: c.dev.Name, Err: err}
+	}
+	drv, err := c.prov.NewQP(&attr)
+	if err != nil {
+		return nil, opErr(c.dev.Name, op, err)
+	}
+	var srqObj *object
+	if attr.SRQ != nil {
+		srqObj = &attr.SRQ.object
+	}
+	if err := c.lock(&pd.object, &attr.SendCQ.object, &attr.RecvCQ.object, srqObj); err != nil {
+		drv.Destroy()
+		return nil, opErr(c.dev.Name, op, err)
+	}
+	defer c.mu.Unlock()
+	qp := &QP{pd: pd, drv: drv, typ: attr.Type, sigAll: attr.SigAll, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ}
+	err = c.create(&qp.object, qp, qp.createCmd(c, &attr, drv.DriverData()),
+		func(out []byte) error { return drv.Created(qp, out) }, drv.Destroy)
+	if err != nil {
+		return nil, err
+	}
+	return qp, nil
+}
+
+// checkQPInit validates what the kernel would refuse less clearly.
+func checkQPInit(c *Context, attr *QPInitAttr) error {
 	switch attr.Type {
 	case QPTypeRC, QPTypeUC, QPTypeUD:
 	default:
-		return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: QP type %s (ibgo supports RC, UC and UD)", ErrNotSupported, attr.Type)}
+		return fmt.Errorf("%w: QP type %s (ibgo supports RC, UC and UD)", ErrNotSupported, attr.Type)
 	}
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
-		return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: a QP needs a send CQ and a receive CQ", sys.NewErrno(unix.EINVAL))}
+		return fmt.Errorf("%w: a QP needs a send CQ and a receive CQ", sys.NewErrno(sys.EINVAL))
 	}
 	objs := []*object{&attr.SendCQ.object, &attr.RecvCQ.object}
 	if attr.SRQ != nil {
@@ -223,107 +254,67 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	}
 	for _, o := range objs {
 		if err := o.check(); err != nil {
-			return nil, opErr(c.dev.Name, op, err)
-		}
-		if o.ctx != c {
-			return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: %s belongs to another context", sys.NewErrno(unix.EINVAL), o)}
-		}
-	}
-	drv, err := c.prov.NewQP(&attr)
-	if err != nil {
-		return nil, opErr(c.dev.Name, op, err)
-	}
-	if err := c.lock(); err != nil {
-		drv.Destroy()
-		return nil, opErr(c.dev.Name, op, err)
-	}
-	defer c.mu.Unlock()
-	dd := drv.DriverData()
-	c.nextID++
-	id := c.nextID
-	var uhwOut []byte
-	var handle, qpn uint32
-	var got QPCap
-	ran, err := c.tryIoctl(abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE, func() error {
-		cmd := sys.NewIoctl(c.arena, abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE, c.dev.DriverID)
-		h := cmd.NewIDR(abi.UVERBS_ATTR_CREATE_QP_HANDLE)
-		cmd.IDR(abi.UVERBS_ATTR_CREATE_QP_PD_HANDLE, pd.handle)
-		cmd.IDR(abi.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, attr.SendCQ.handle)
-		cmd.IDR(abi.UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, attr.RecvCQ.handle)
-		if attr.SRQ != nil {
-			cmd.IDR(abi.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, attr.SRQ.handle)
-		}
-		cmd.Const(abi.UVERBS_ATTR_CREATE_QP_TYPE, uint64(attr.Type))
-		cmd.U64(abi.UVERBS_ATTR_CREATE_QP_USER_HANDLE, id)
-		cmd.PtrIn(abi.UVERBS_ATTR_CREATE_QP_CAP, qpCapBytes(attr.Cap))
-		cmd.FD(abi.UVERBS_ATTR_CREATE_QP_EVENT_FD, c.asyncFD.Int())
-		if attr.SigAll {
-			cmd.U32(abi.UVERBS_ATTR_CREATE_QP_FLAGS, abi.IB_UVERBS_QP_CREATE_SQ_SIG_ALL)
-		}
-		respCap := cmd.PtrOut(abi.UVERBS_ATTR_CREATE_QP_RESP_CAP, int(unsafe.Sizeof(abi.QPCap{})))
-		respQPN := cmd.PtrOut(abi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, 4)
-		if len(dd.In) > 0 {
-			cmd.PtrIn(abi.UVERBS_ATTR_UHW_IN, dd.In)
-		}
-		if dd.OutLen > 0 {
-			uhwOut = cmd.PtrOut(abi.UVERBS_ATTR_UHW_OUT, dd.OutLen)
-		}
-		if err := cmd.Exec(c.fd); err != nil {
 			return err
 		}
-		handle, qpn = uint32(cmd.Data(h)), le32(respQPN)
-		rc := (*abi.QPCap)(unsafe.Pointer(&respCap[0]))
-		got = QPCap{rc.MaxSendWR, rc.MaxRecvWR, rc.MaxSendSGE, rc.MaxRecvSGE, rc.MaxInlineData}
-		return nil
-	})
-	if !ran && err == nil {
-		in := c.arena.Alloc(int(unsafe.Sizeof(abi.CreateQP{})))
-		r := (*abi.CreateQP)(unsafe.Pointer(&in[0]))
-		r.UserHandle = id
-		r.PDHandle = pd.handle
-		r.SendCQHandle = attr.SendCQ.handle
-		r.RecvCQHandle = attr.RecvCQ.handle
-		if attr.SRQ != nil {
-			r.SRQHandle, r.IsSRQ = attr.SRQ.handle, 1
-		}
-		r.MaxSendWR, r.MaxRecvWR = attr.Cap.MaxSendWR, attr.Cap.MaxRecvWR
-		r.MaxSendSGE, r.MaxRecvSGE, r.MaxInlineData = attr.Cap.MaxSendSGE, attr.Cap.MaxRecvSGE, attr.Cap.MaxInlineData
-		if attr.SigAll {
-			r.SQSigAll = 1
-		}
-		r.QPType = uint8(attr.Type)
-		out := c.arena.Alloc(int(unsafe.Sizeof(abi.CreateQPResp{})) + dd.OutLen)
-		w := &sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_CREATE_QP, CoreIn: in, UHWIn: arenaCopy(c.arena, dd.In),
-			CoreOut: out[:unsafe.Sizeof(abi.CreateQPResp{})], UHWOut: out[unsafe.Sizeof(abi.CreateQPResp{}):]}
-		if err = c.execWrite(w); err == nil {
-			resp := (*abi.CreateQPResp)(unsafe.Pointer(&out[0]))
-			handle, qpn, uhwOut = resp.QPHandle, resp.QPN, w.UHWOut
-			got = QPCap{resp.MaxSendWR, resp.MaxRecvWR, resp.MaxSendSGE, resp.MaxRecvSGE, resp.MaxInlineData}
+		if o.ctx != c {
+			return fmt.Errorf("%w: %s belongs to another context", sys.NewErrno(sys.EINVAL), o)
 		}
 	}
-	if err != nil {
-		drv.Destroy()
-		return nil, memlockErr(c.dev.Name, op, err)
-	}
-	qp := &QP{pd: pd, drv: drv, typ: attr.Type, qpn: qpn, cap: got, sigAll: attr.SigAll,
-		sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ}
-	qp.handle = handle
-	qp.ctx, qp.kind, qp.id = c, "qp", id
-	if err := drv.Created(qp, uhwOut); err != nil {
-		c.destroyQPLocked(qp)
-		drv.Destroy()
-		return nil, opErr(c.dev.Name, op, err)
-	}
-	c.live[id] = qp
-	return qp, nil
+	return nil
 }
 
-func qpCapBytes(q QPCap) []byte {
-	var b [20]byte
-	cp := (*abi.QPCap)(unsafe.Pointer(&b[0]))
-	cp.MaxSendWR, cp.MaxRecvWR, cp.MaxSendSGE, cp.MaxRecvSGE, cp.MaxInlineData =
-		q.MaxSendWR, q.MaxRecvWR, q.MaxSendSGE, q.MaxRecvSGE, q.MaxInlineData
-	return b[:]
+// createCmd describes QP creation: the QP_CREATE ioctl and CREATE_QP.
+func (qp *QP) createCmd(c *Context, attr *QPInitAttr, dd DriverData) *createCmd {
+	return &createCmd{kind: kindQP, op: "create qp", drv: dd,
+		method: abi.UVERBS_METHOD_QP_CREATE, handleAttr: abi.UVERBS_ATTR_CREATE_QP_HANDLE,
+		ioctl: func(cmd *sys.IoctlCmd, id uint64) func() {
+			cmd.IDR(abi.UVERBS_ATTR_CREATE_QP_PD_HANDLE, qp.pd.handle)
+			cmd.IDR(abi.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, attr.SendCQ.handle)
+			cmd.IDR(abi.UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, attr.RecvCQ.handle)
+			if attr.SRQ != nil {
+				cmd.IDR(abi.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, attr.SRQ.handle)
+			}
+			cmd.Const(abi.UVERBS_ATTR_CREATE_QP_TYPE, uint64(attr.Type))
+			cmd.U64(abi.UVERBS_ATTR_CREATE_QP_USER_HANDLE, id)
+			capIn := abi.QPCap{MaxSendWR: attr.Cap.MaxSendWR, MaxRecvWR: attr.Cap.MaxRecvWR, MaxSendSGE: attr.Cap.MaxSendSGE,
+				MaxRecvSGE: attr.Cap.MaxRecvSGE, MaxInlineData: attr.Cap.MaxInlineData}
+			cmd.PtrIn(abi.UVERBS_ATTR_CREATE_QP_CAP, abi.Bytes(&capIn))
+			cmd.FD(abi.UVERBS_ATTR_CREATE_QP_EVENT_FD, c.asyncFD.Int())
+			if attr.SigAll {
+				cmd.U32(abi.UVERBS_ATTR_CREATE_QP_FLAGS, abi.IB_UVERBS_QP_CREATE_SQ_SIG_ALL)
+			}
+			respCap := cmd.PtrOut(abi.UVERBS_ATTR_CREATE_QP_RESP_CAP, abi.Size[abi.QPCap]())
+			respQPN := cmd.PtrOut(abi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, 4)
+			return func() {
+				r := abi.As[abi.QPCap](respCap)
+				qp.qpn = le32(respQPN)
+				qp.cap = QPCap{r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInlineData}
+			}
+		},
+		writeCmd: abi.IB_USER_VERBS_CMD_CREATE_QP, writeOutLen: abi.Size[abi.CreateQPResp](),
+		writeIn: func(id uint64) []byte {
+			r, b := alloc[abi.CreateQP](c)
+			r.UserHandle, r.PDHandle = id, qp.pd.handle
+			r.SendCQHandle, r.RecvCQHandle = attr.SendCQ.handle, attr.RecvCQ.handle
+			if attr.SRQ != nil {
+				r.SRQHandle, r.IsSRQ = attr.SRQ.handle, 1
+			}
+			r.MaxSendWR, r.MaxRecvWR = attr.Cap.MaxSendWR, attr.Cap.MaxRecvWR
+			r.MaxSendSGE, r.MaxRecvSGE, r.MaxInlineData = attr.Cap.MaxSendSGE, attr.Cap.MaxRecvSGE, attr.Cap.MaxInlineData
+			if attr.SigAll {
+				r.SQSigAll = 1
+			}
+			r.QPType = uint8(attr.Type)
+			return b
+		},
+		writeParse: func(out []byte) uint32 {
+			r := abi.As[abi.CreateQPResp](out)
+			qp.qpn = r.QPN
+			qp.cap = QPCap{r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInlineData}
+			return r.QPHandle
+		},
+		errMap: func(err error) error { return memlockErr(c.dev.Name, "create qp", err) },
+	}
 }
 
 func toDest(a AHAttr) abi.QPDest {
@@ -355,17 +346,17 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		return opErr("", op, err)
 	}
 	c := qp.ctx
-	if err := c.lock(); err != nil {
+	if err := c.lock(&qp.object); err != nil {
 		return opErr(c.dev.Name, op, err)
 	}
 	defer c.mu.Unlock()
 	ex := mask&QPAttrRateLimit != 0
-	size := unsafe.Sizeof(abi.ModifyQP{})
+	size := abi.Size[abi.ModifyQP]()
 	if ex {
-		size = unsafe.Sizeof(abi.ExModifyQP{})
+		size = abi.Size[abi.ExModifyQP]()
 	}
-	in := c.arena.Alloc(int(size))
-	m := (*abi.ModifyQP)(unsafe.Pointer(&in[0]))
+	in := c.arena.Alloc(size)
+	m := abi.As[abi.ModifyQP](in)
 	m.Dest, m.AltDest = toDest(attr.AH), toDest(attr.AltAH)
 	m.QPHandle, m.AttrMask = qp.handle, uint32(mask)
 	m.QKey, m.RQPSN, m.SQPSN, m.DestQPNum = attr.QKey, attr.RQPSN, attr.SQPSN, attr.DestQPN
@@ -381,15 +372,15 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	m.AltPortNum, m.AltTimeout = attr.AltPort, attr.AltTimeout
 	w := &sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_MODIFY_QP, CoreIn: in}
 	if ex {
-		(*abi.ExModifyQP)(unsafe.Pointer(&in[0])).RateLimit = attr.RateLimit
+		abi.As[abi.ExModifyQP](in).RateLimit = attr.RateLimit
 		w.Cmd, w.Extended = abi.IB_USER_VERBS_EX_CMD_MODIFY_QP, true
-		w.CoreOut = c.arena.Alloc(int(unsafe.Sizeof(abi.ExModifyQPResp{})))
+		w.CoreOut = c.arena.Alloc(abi.Size[abi.ExModifyQPResp]())
 	}
 	if err := c.execWrite(w); err != nil {
 		return opErr(c.dev.Name, op, err)
 	}
 	if mask&QPAttrState != 0 {
-		qp.state = attr.State
+		qp.state.Store(uint32(attr.State))
 	}
 	return nil
 }
@@ -400,18 +391,17 @@ func (qp *QP) Query(mask QPAttrMask) (*QPAttr, *QPInitAttr, error) {
 		return nil, nil, opErr("", "query qp", err)
 	}
 	c := qp.ctx
-	if err := c.lock(); err != nil {
+	if err := c.lock(&qp.object); err != nil {
 		return nil, nil, opErr(c.dev.Name, "query qp", err)
 	}
 	defer c.mu.Unlock()
-	in := c.arena.Alloc(int(unsafe.Sizeof(abi.QueryQP{})))
-	q := (*abi.QueryQP)(unsafe.Pointer(&in[0]))
+	q, in := alloc[abi.QueryQP](c)
 	q.QPHandle, q.AttrMask = qp.handle, uint32(mask)
-	out := c.arena.Alloc(int(unsafe.Sizeof(abi.QueryQPResp{})))
+	out := c.arena.Alloc(abi.Size[abi.QueryQPResp]())
 	if err := c.execWrite(&sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_QUERY_QP, CoreIn: in, CoreOut: out}); err != nil {
 		return nil, nil, opErr(c.dev.Name, "query qp", err)
 	}
-	r := (*abi.QueryQPResp)(unsafe.Pointer(&out[0]))
+	r := abi.As[abi.QueryQPResp](out)
 	a := &QPAttr{State: QPState(r.QPState), CurState: QPState(r.CurQPState), PathMTU: MTU(r.PathMTU),
 		PathMigState: r.PathMigState, QKey: r.QKey, RQPSN: r.RQPSN, SQPSN: r.SQPSN, DestQPN: r.DestQPNum,
 		AccessFlags: Access(r.QPAccessFlags), AH: fromDest(r.Dest), AltAH: fromDest(r.AltDest),
@@ -440,12 +430,11 @@ func (qp *QP) mcast(cmd uint32, op string, gid GID, mlid uint16) error {
 		return opErr("", op, err)
 	}
 	c := qp.ctx
-	if err := c.lock(); err != nil {
+	if err := c.lock(&qp.object); err != nil {
 		return opErr(c.dev.Name, op, err)
 	}
 	defer c.mu.Unlock()
-	in := c.arena.Alloc(int(unsafe.Sizeof(abi.AttachMcast{})))
-	m := (*abi.AttachMcast)(unsafe.Pointer(&in[0]))
+	m, in := alloc[abi.AttachMcast](c)
 	m.GID, m.QPHandle, m.MLID = gid, qp.handle, mlid
 	return opErr(c.dev.Name, op+" "+gid.String(), c.execWrite(&sys.WriteCommand{Cmd: cmd, CoreIn: in}))
 }
@@ -467,35 +456,13 @@ func (qp *QP) PostRecv(wr []RecvWR) (int, error) {
 	return qp.drv.PostRecv(wr)
 }
 
-// Close destroys the QP.
+// Close destroys the QP. The kernel refuses (EBUSY, ErrBusy) while it is
+// attached to multicast groups; the QP then stays usable.
 func (qp *QP) Close() error {
-	if qp == nil || qp.closed.Load() {
+	if qp == nil {
 		return nil
 	}
-	c := qp.ctx
-	if err := c.lock(); err != nil {
-		qp.closed.Store(true)
-		return nil
-	}
-	defer c.mu.Unlock()
-	if err := c.destroyQPLocked(qp); err != nil {
-		return busyErr(c.dev.Name, "destroy qp", "multicast attachments", err)
-	}
-	qp.closed.Store(true)
-	delete(c.live, qp.id)
-	return opErr(c.dev.Name, "destroy qp", qp.drv.Destroy())
+	return qp.closeObject("destroy qp", qp.drv.Destroy)
 }
 
 func (qp *QP) release() { qp.drv.Destroy() }
-
-func (c *Context) destroyQPLocked(qp *QP) error {
-	_, err := c.destroy(abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_DESTROY, abi.UVERBS_ATTR_DESTROY_QP_HANDLE, qp.handle,
-		abi.UVERBS_ATTR_DESTROY_QP_RESP, int(unsafe.Sizeof(abi.DestroyQPResp{})),
-		func() *sys.WriteCommand {
-			in := c.arena.Alloc(int(unsafe.Sizeof(abi.DestroyQP{})))
-			(*abi.DestroyQP)(unsafe.Pointer(&in[0])).QPHandle = qp.handle
-			return &sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_DESTROY_QP, CoreIn: in,
-				CoreOut: c.arena.Alloc(int(unsafe.Sizeof(abi.DestroyQPResp{})))}
-		})
-	return err
-}

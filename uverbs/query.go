@@ -6,9 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ibgo/ibgo/internal/abi"
 	"github.com/ibgo/ibgo/internal/sys"
@@ -91,23 +88,23 @@ func (c *Context) QueryDevice() (*DeviceAttr, error) {
 		return nil, opErr(c.dev.Name, "query device", err)
 	}
 	defer c.mu.Unlock()
-	exResp := c.arena.Alloc(int(unsafe.Sizeof(abi.ExQueryDeviceResp{})))
-	w := &sys.WriteCommand{Cmd: abi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE, Extended: true,
-		CoreIn: c.arena.Alloc(int(unsafe.Sizeof(abi.ExQueryDevice{}))), CoreOut: exResp}
+	exResp := c.arena.Alloc(abi.Size[abi.ExQueryDeviceResp]())
+	_, exIn := alloc[abi.ExQueryDevice](c)
+	w := &sys.WriteCommand{Cmd: abi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE, Extended: true, CoreIn: exIn, CoreOut: exResp}
 	err := c.execWrite(w)
 	var r abi.ExQueryDeviceResp
 	switch e := sys.ErrnoOf(err); {
 	case err == nil:
-		r = *(*abi.ExQueryDeviceResp)(unsafe.Pointer(&exResp[0]))
-	case e == unix.EOPNOTSUPP || e == unix.ENOSYS:
-		base := c.arena.Alloc(int(unsafe.Sizeof(abi.QueryDeviceResp{})))
-		w := &sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_QUERY_DEVICE,
-			CoreIn: c.arena.Alloc(int(unsafe.Sizeof(abi.QueryDevice{}))), CoreOut: base}
+		r = *abi.As[abi.ExQueryDeviceResp](exResp)
+	case e == sys.EOPNOTSUPP || e == sys.ENOSYS:
+		base := c.arena.Alloc(abi.Size[abi.QueryDeviceResp]())
+		_, in := alloc[abi.QueryDevice](c)
+		w := &sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_QUERY_DEVICE, CoreIn: in, CoreOut: base}
 		if err := c.execWrite(w); err != nil {
 			return nil, opErr(c.dev.Name, "query device", err)
 		}
-		r.Base = *(*abi.QueryDeviceResp)(unsafe.Pointer(&base[0]))
-		r.ResponseLength = uint32(unsafe.Sizeof(abi.QueryDeviceResp{}))
+		r.Base = *abi.As[abi.QueryDeviceResp](base)
+		r.ResponseLength = uint32(abi.Size[abi.QueryDeviceResp]())
 	default:
 		return nil, opErr(c.dev.Name, "query device", err)
 	}
@@ -127,44 +124,45 @@ func (c *Context) QueryDevice() (*DeviceAttr, error) {
 	}
 	// Copy each extended field only if the kernel's response covers it
 	// (rdma-core cmd_device.c: CAN_COPY).
-	has := func(end uintptr) bool { return uintptr(r.ResponseLength) >= end }
-	a.Extended = has(unsafe.Offsetof(r.ODPCaps))
-	if has(unsafe.Offsetof(r.ODPCaps) + unsafe.Sizeof(r.ODPCaps)) {
+	end := &abi.ExQueryDeviceRespEnd
+	has := func(end uint32) bool { return r.ResponseLength >= end }
+	a.Extended = has(end.ODPCapsStart)
+	if has(end.ODPCaps) {
 		a.ODPGeneralCaps = r.ODPCaps.GeneralCaps
 		a.RCODPCaps, a.UCODPCaps, a.UDODPCaps = r.ODPCaps.RCODPCaps, r.ODPCaps.UCODPCaps, r.ODPCaps.UDODPCaps
 	}
-	if has(unsafe.Offsetof(r.TimestampMask) + 8) {
+	if has(end.TimestampMask) {
 		a.CompletionTimestampMask = r.TimestampMask
 	}
-	if has(unsafe.Offsetof(r.HCACoreClock) + 8) {
+	if has(end.HCACoreClock) {
 		a.HCACoreClock = r.HCACoreClock
 	}
-	if has(unsafe.Offsetof(r.DeviceCapFlagsEx) + 8) {
+	if has(end.DeviceCapFlagsEx) {
 		a.DeviceCapFlagsEx = r.DeviceCapFlagsEx
 	}
-	if has(unsafe.Offsetof(r.RSSCaps) + unsafe.Sizeof(r.RSSCaps)) {
+	if has(end.RSSCaps) {
 		a.RSSSupportedQPTs = r.RSSCaps.SupportedQPTs
 		a.MaxRWQIndirectionTables = r.RSSCaps.MaxRWQIndirectionTables
 		a.MaxRWQIndirectionTableSize = r.RSSCaps.MaxRWQIndirectionTableSize
 	}
-	if has(unsafe.Offsetof(r.MaxWQTypeRQ) + 4) {
+	if has(end.MaxWQTypeRQ) {
 		a.MaxWQTypeRQ = r.MaxWQTypeRQ
 	}
-	if has(unsafe.Offsetof(r.RawPacketCaps) + 4) {
+	if has(end.RawPacketCaps) {
 		a.RawPacketCaps = r.RawPacketCaps
 	}
-	if has(unsafe.Offsetof(r.TMCaps) + unsafe.Sizeof(r.TMCaps)) {
+	if has(end.TMCaps) {
 		t := r.TMCaps
 		a.TMMaxRndvHdrSize, a.TMMaxNumTags, a.TMFlags, a.TMMaxOps, a.TMMaxSGE = t.MaxRndvHdrSize, t.MaxNumTags, t.Flags, t.MaxOps, t.MaxSGE
 	}
-	if has(unsafe.Offsetof(r.CQModerationCaps) + unsafe.Sizeof(r.CQModerationCaps)) {
+	if has(end.CQModerationCaps) {
 		a.MaxCQModerationCount = r.CQModerationCaps.MaxCQModerationCount
 		a.MaxCQModerationPeriod = r.CQModerationCaps.MaxCQModerationPeriod
 	}
-	if has(unsafe.Offsetof(r.MaxDMSize) + 8) {
+	if has(end.MaxDMSize) {
 		a.MaxDMSize = r.MaxDMSize
 	}
-	if has(unsafe.Offsetof(r.XRCODPCaps) + 4) {
+	if has(end.XRCODPCaps) {
 		a.XRCODPCaps = r.XRCODPCaps
 	}
 	return a, nil
@@ -208,24 +206,24 @@ func (c *Context) QueryPort(port uint8) (*PortAttr, error) {
 	ran, err := c.tryIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_PORT, func() error {
 		cmd := sys.NewIoctl(c.arena, abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_PORT, c.dev.DriverID)
 		cmd.Const(abi.UVERBS_ATTR_QUERY_PORT_PORT_NUM, uint64(port))
-		out := cmd.PtrOut(abi.UVERBS_ATTR_QUERY_PORT_RESP, int(unsafe.Sizeof(abi.QueryPortRespEx{})))
+		out := cmd.PtrOut(abi.UVERBS_ATTR_QUERY_PORT_RESP, abi.Size[abi.QueryPortRespEx]())
 		if err := cmd.Exec(c.fd); err != nil {
 			return err
 		}
-		r = *(*abi.QueryPortRespEx)(unsafe.Pointer(&out[0]))
+		r = *abi.As[abi.QueryPortRespEx](out)
 		return nil
 	})
 	if err != nil {
 		return nil, opErr(c.dev.Name, op, err)
 	}
 	if !ran {
-		in := c.arena.Alloc(int(unsafe.Sizeof(abi.QueryPort{})))
-		(*abi.QueryPort)(unsafe.Pointer(&in[0])).PortNum = port
-		out := c.arena.Alloc(int(unsafe.Sizeof(abi.QueryPortResp{})))
+		q, in := alloc[abi.QueryPort](c)
+		q.PortNum = port
+		out := c.arena.Alloc(abi.Size[abi.QueryPortResp]())
 		if err := c.execWrite(&sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_QUERY_PORT, CoreIn: in, CoreOut: out}); err != nil {
 			return nil, opErr(c.dev.Name, op, err)
 		}
-		r.LegacyResp = *(*abi.QueryPortResp)(unsafe.Pointer(&out[0]))
+		r.LegacyResp = *abi.As[abi.QueryPortResp](out)
 	}
 	l := r.LegacyResp
 	return &PortAttr{
@@ -266,9 +264,12 @@ func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
 		return nil, opErr(c.dev.Name, "query gid table", err)
 	}
 	defer c.mu.Unlock()
-	esz := int(unsafe.Sizeof(abi.GIDEntry{}))
-	if total*esz > arenaSize/2 {
-		total = arenaSize / 2 / esz
+	esz := abi.Size[abi.GIDEntry]()
+	if total*esz > sys.MaxAttrLen {
+		// The entries attribute's length is a u16: a larger table cannot
+		// come through the ioctl (the kernel answers EINVAL when the buffer
+		// is too small), so read it from sysfs.
+		return c.gidTableSysfs()
 	}
 	cmd := sys.NewIoctl(c.arena, abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_TABLE, c.dev.DriverID)
 	cmd.Const(abi.UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE, uint64(esz))
@@ -288,7 +289,7 @@ func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
 	}
 	out := make([]GIDEntry, 0, n)
 	for i := 0; i < n; i++ {
-		e := (*abi.GIDEntry)(unsafe.Pointer(&ents[i*esz]))
+		e := abi.As[abi.GIDEntry](ents[i*esz:])
 		g := GIDEntry{GID: GID(e.GID), Index: e.GIDIndex, Port: e.PortNum, Type: GIDType(e.GIDType), NetdevIfindex: e.NetdevIfindex}
 		if e.NetdevIfindex != 0 {
 			if ifi, err := net.InterfaceByIndex(int(e.NetdevIfindex)); err == nil {

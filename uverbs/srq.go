@@ -1,7 +1,7 @@
 package uverbs
 
 import (
-	"unsafe"
+	"sync/atomic"
 
 	"github.com/ibgo/ibgo/internal/abi"
 	"github.com/ibgo/ibgo/internal/sys"
@@ -30,17 +30,22 @@ const (
 )
 
 // SRQ is a shared receive queue.
+//
+// Concurrency: every method is safe for concurrent use. PostRecv may run
+// from several goroutines (the provider serialises the ring); Modify with
+// SRQAttrMaxWR excludes PostRecv while the ring moves
+// (SRQDriver.ModifyData/Modified).
 type SRQ struct {
 	object
 	pd     *PD
 	drv    SRQDriver
-	maxWR  uint32
+	maxWR  atomic.Uint32
 	maxSGE uint32
 	srqn   uint32
 }
 
 // MaxWR and MaxSGE are the sizes the kernel granted.
-func (s *SRQ) MaxWR() uint32  { return s.maxWR }
+func (s *SRQ) MaxWR() uint32  { return s.maxWR.Load() }
 func (s *SRQ) MaxSGE() uint32 { return s.maxSGE }
 
 // SRQN is the SRQ number.
@@ -60,89 +65,72 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 	if err != nil {
 		return nil, opErr(c.dev.Name, op, err)
 	}
-	if err := c.lock(); err != nil {
+	if err := c.lock(&pd.object); err != nil {
 		drv.Destroy()
 		return nil, opErr(c.dev.Name, op, err)
 	}
 	defer c.mu.Unlock()
-	dd := drv.DriverData()
-	c.nextID++
-	id := c.nextID
 	s := &SRQ{pd: pd, drv: drv}
-	var uhwOut []byte
-	ran, err := c.tryIoctl(abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_CREATE, func() error {
-		cmd := sys.NewIoctl(c.arena, abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_CREATE, c.dev.DriverID)
-		h := cmd.NewIDR(abi.UVERBS_ATTR_CREATE_SRQ_HANDLE)
-		cmd.IDR(abi.UVERBS_ATTR_CREATE_SRQ_PD_HANDLE, pd.handle)
-		cmd.U64(abi.UVERBS_ATTR_CREATE_SRQ_USER_HANDLE, id)
-		cmd.U32(abi.UVERBS_ATTR_CREATE_SRQ_MAX_WR, attr.MaxWR)
-		cmd.U32(abi.UVERBS_ATTR_CREATE_SRQ_MAX_SGE, attr.MaxSGE)
-		cmd.U32(abi.UVERBS_ATTR_CREATE_SRQ_LIMIT, attr.Limit)
-		cmd.Const(abi.UVERBS_ATTR_CREATE_SRQ_TYPE, 0) // IB_SRQT_BASIC
-		cmd.FD(abi.UVERBS_ATTR_CREATE_SRQ_EVENT_FD, c.asyncFD.Int())
-		mw := cmd.PtrOut(abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, 4)
-		ms := cmd.PtrOut(abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, 4)
-		sn := cmd.PtrOut(abi.UVERBS_ATTR_CREATE_SRQ_RESP_SRQ_NUM, 4)
-		if len(dd.In) > 0 {
-			cmd.PtrIn(abi.UVERBS_ATTR_UHW_IN, dd.In)
-		}
-		if dd.OutLen > 0 {
-			uhwOut = cmd.PtrOut(abi.UVERBS_ATTR_UHW_OUT, dd.OutLen)
-		}
-		if err := cmd.Exec(c.fd); err != nil {
-			return err
-		}
-		s.handle, s.maxWR, s.maxSGE, s.srqn = uint32(cmd.Data(h)), le32(mw), le32(ms), le32(sn)
-		return nil
-	})
-	if !ran && err == nil {
-		in := c.arena.Alloc(int(unsafe.Sizeof(abi.CreateSRQ{})))
-		r := (*abi.CreateSRQ)(unsafe.Pointer(&in[0]))
-		r.UserHandle, r.PDHandle, r.MaxWR, r.MaxSGE, r.SRQLimit = id, pd.handle, attr.MaxWR, attr.MaxSGE, attr.Limit
-		out := c.arena.Alloc(int(unsafe.Sizeof(abi.CreateSRQResp{})) + dd.OutLen)
-		w := &sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_CREATE_SRQ, CoreIn: in, UHWIn: arenaCopy(c.arena, dd.In),
-			CoreOut: out[:unsafe.Sizeof(abi.CreateSRQResp{})], UHWOut: out[unsafe.Sizeof(abi.CreateSRQResp{}):]}
-		if err = c.execWrite(w); err == nil {
-			resp := (*abi.CreateSRQResp)(unsafe.Pointer(&out[0]))
-			s.handle, s.maxWR, s.maxSGE, s.srqn, uhwOut = resp.SRQHandle, resp.MaxWR, resp.MaxSGE, resp.SRQN, w.UHWOut
-		}
-	}
+	err = c.create(&s.object, s, &createCmd{kind: kindSRQ, op: op, drv: drv.DriverData(),
+		method: abi.UVERBS_METHOD_SRQ_CREATE, handleAttr: abi.UVERBS_ATTR_CREATE_SRQ_HANDLE,
+		ioctl: func(cmd *sys.IoctlCmd, id uint64) func() {
+			cmd.IDR(abi.UVERBS_ATTR_CREATE_SRQ_PD_HANDLE, pd.handle)
+			cmd.U64(abi.UVERBS_ATTR_CREATE_SRQ_USER_HANDLE, id)
+			cmd.U32(abi.UVERBS_ATTR_CREATE_SRQ_MAX_WR, attr.MaxWR)
+			cmd.U32(abi.UVERBS_ATTR_CREATE_SRQ_MAX_SGE, attr.MaxSGE)
+			cmd.U32(abi.UVERBS_ATTR_CREATE_SRQ_LIMIT, attr.Limit)
+			cmd.Const(abi.UVERBS_ATTR_CREATE_SRQ_TYPE, 0) // IB_SRQT_BASIC
+			cmd.FD(abi.UVERBS_ATTR_CREATE_SRQ_EVENT_FD, c.asyncFD.Int())
+			mw := cmd.PtrOut(abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, 4)
+			ms := cmd.PtrOut(abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, 4)
+			sn := cmd.PtrOut(abi.UVERBS_ATTR_CREATE_SRQ_RESP_SRQ_NUM, 4)
+			return func() { s.maxWR.Store(le32(mw)); s.maxSGE, s.srqn = le32(ms), le32(sn) }
+		},
+		writeCmd: abi.IB_USER_VERBS_CMD_CREATE_SRQ, writeOutLen: abi.Size[abi.CreateSRQResp](),
+		writeIn: func(id uint64) []byte {
+			r, b := alloc[abi.CreateSRQ](c)
+			r.UserHandle, r.PDHandle, r.MaxWR, r.MaxSGE, r.SRQLimit = id, pd.handle, attr.MaxWR, attr.MaxSGE, attr.Limit
+			return b
+		},
+		writeParse: func(out []byte) uint32 {
+			r := abi.As[abi.CreateSRQResp](out)
+			s.maxWR.Store(r.MaxWR)
+			s.maxSGE, s.srqn = r.MaxSGE, r.SRQN
+			return r.SRQHandle
+		},
+		errMap: func(err error) error { return memlockErr(c.dev.Name, op, err) },
+	}, func(out []byte) error { return drv.Created(s, out) }, drv.Destroy)
 	if err != nil {
-		drv.Destroy()
-		return nil, memlockErr(c.dev.Name, op, err)
+		return nil, err
 	}
-	s.ctx, s.kind, s.id = c, "srq", id
-	if err := drv.Created(s, uhwOut); err != nil {
-		c.destroySRQLocked(s)
-		drv.Destroy()
-		return nil, opErr(c.dev.Name, op, err)
-	}
-	c.live[id] = s
 	return s, nil
 }
 
 // Modify resizes the SRQ (SRQAttrMaxWR) or arms its limit event
-// (SRQAttrLimit) (MODIFY_SRQ).
+// (SRQAttrLimit) (MODIFY_SRQ). The provider's Modified runs whatever the
+// kernel answered, so whatever ModifyData took (rxe: the ring lock during a
+// resize) is given back on every path, as rdma-core's rxe_modify_srq does.
 func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 	if err := s.check(); err != nil {
 		return opErr("", "modify srq", err)
 	}
 	c := s.ctx
-	if err := c.lock(); err != nil {
+	if err := c.lock(&s.object); err != nil {
 		return opErr(c.dev.Name, "modify srq", err)
 	}
 	defer c.mu.Unlock()
 	dd := s.drv.ModifyData(&attr, mask, c.arena.Alloc)
-	in := c.arena.Alloc(int(unsafe.Sizeof(abi.ModifySRQ{})))
-	m := (*abi.ModifySRQ)(unsafe.Pointer(&in[0]))
+	m, in := alloc[abi.ModifySRQ](c)
 	m.SRQHandle, m.AttrMask, m.MaxWR, m.SRQLimit = s.handle, uint32(mask), attr.MaxWR, attr.Limit
-	if err := c.execWrite(&sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_MODIFY_SRQ, CoreIn: in, UHWIn: arenaCopy(c.arena, dd.In)}); err != nil {
+	err := c.execWrite(&sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_MODIFY_SRQ, CoreIn: in, UHWIn: arenaCopy(c.arena, dd.In)})
+	if err == nil && mask&SRQAttrMaxWR != 0 {
+		s.maxWR.Store(attr.MaxWR)
+	}
+	derr := s.drv.Modified(s, &attr, mask, err)
+	if err != nil {
 		return memlockErr(c.dev.Name, "modify srq", err)
 	}
-	if mask&SRQAttrMaxWR != 0 {
-		s.maxWR = attr.MaxWR
-	}
-	return opErr(c.dev.Name, "modify srq", s.drv.Modified(s, &attr, mask))
+	return opErr(c.dev.Name, "modify srq", derr)
 }
 
 // Query reports the SRQ's attributes (QUERY_SRQ).
@@ -151,17 +139,17 @@ func (s *SRQ) Query() (SRQAttr, error) {
 		return SRQAttr{}, opErr("", "query srq", err)
 	}
 	c := s.ctx
-	if err := c.lock(); err != nil {
+	if err := c.lock(&s.object); err != nil {
 		return SRQAttr{}, opErr(c.dev.Name, "query srq", err)
 	}
 	defer c.mu.Unlock()
-	in := c.arena.Alloc(int(unsafe.Sizeof(abi.QuerySRQ{})))
-	(*abi.QuerySRQ)(unsafe.Pointer(&in[0])).SRQHandle = s.handle
-	out := c.arena.Alloc(int(unsafe.Sizeof(abi.QuerySRQResp{})))
+	q, in := alloc[abi.QuerySRQ](c)
+	q.SRQHandle = s.handle
+	out := c.arena.Alloc(abi.Size[abi.QuerySRQResp]())
 	if err := c.execWrite(&sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_QUERY_SRQ, CoreIn: in, CoreOut: out}); err != nil {
 		return SRQAttr{}, opErr(c.dev.Name, "query srq", err)
 	}
-	r := (*abi.QuerySRQResp)(unsafe.Pointer(&out[0]))
+	r := abi.As[abi.QuerySRQResp](out)
 	return SRQAttr{MaxWR: r.MaxWR, MaxSGE: r.MaxSGE, Limit: r.SRQLimit}, nil
 }
 
@@ -173,35 +161,13 @@ func (s *SRQ) PostRecv(wr []RecvWR) (int, error) {
 	return s.drv.PostRecv(wr)
 }
 
-// Close destroys the SRQ; the kernel refuses (EBUSY) while QPs use it.
+// Close destroys the SRQ; the kernel refuses (EBUSY, ErrBusy) while QPs use
+// it, and the SRQ then stays usable.
 func (s *SRQ) Close() error {
-	if s == nil || s.closed.Load() {
+	if s == nil {
 		return nil
 	}
-	c := s.ctx
-	if err := c.lock(); err != nil {
-		s.closed.Store(true)
-		return nil
-	}
-	defer c.mu.Unlock()
-	if err := c.destroySRQLocked(s); err != nil {
-		return busyErr(c.dev.Name, "destroy srq", "QPs", err)
-	}
-	s.closed.Store(true)
-	delete(c.live, s.id)
-	return opErr(c.dev.Name, "destroy srq", s.drv.Destroy())
+	return s.closeObject("destroy srq", s.drv.Destroy)
 }
 
 func (s *SRQ) release() { s.drv.Destroy() }
-
-func (c *Context) destroySRQLocked(s *SRQ) error {
-	_, err := c.destroy(abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_DESTROY, abi.UVERBS_ATTR_DESTROY_SRQ_HANDLE, s.handle,
-		abi.UVERBS_ATTR_DESTROY_SRQ_RESP, int(unsafe.Sizeof(abi.DestroySRQResp{})),
-		func() *sys.WriteCommand {
-			in := c.arena.Alloc(int(unsafe.Sizeof(abi.DestroySRQ{})))
-			(*abi.DestroySRQ)(unsafe.Pointer(&in[0])).SRQHandle = s.handle
-			return &sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_DESTROY_SRQ, CoreIn: in,
-				CoreOut: c.arena.Alloc(int(unsafe.Sizeof(abi.DestroySRQResp{})))}
-		})
-	return err
-}

@@ -173,7 +173,7 @@ func TestConstantsMatchCHeaders(t *testing.T) {
 	sort.Strings(names)
 	var b strings.Builder
 	b.WriteString(includes())
-	b.WriteString("#include <rdma/rdma_netlink.h>\nint main(void) {\n")
+	b.WriteString("#include <rdma/rdma_netlink.h>\n#include <linux/netlink.h>\nint main(void) {\n")
 	for _, n := range names {
 		fmt.Fprintf(&b, "\tprintf(\"%s %%lld\\n\", (long long)(%s));\n", n, n)
 	}

@@ -48,3 +48,15 @@ const (
 	RDMA_NLDEV_ATTR_DEV_DIM                = 84
 	RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK       = 93
 )
+
+// linux/netlink.h: message header flags and types (NLM_F_*, NLMSG_*).
+const (
+	NLM_F_REQUEST = 0x1
+	NLM_F_ACK     = 0x4
+	NLM_F_EXCL    = 0x200
+	NLM_F_CREATE  = 0x400
+	NLM_F_DUMP    = 0x300
+
+	NLMSG_ERROR = 0x2
+	NLMSG_DONE  = 0x3
+)

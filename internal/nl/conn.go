@@ -3,8 +3,7 @@ package nl
 import (
 	"fmt"
 	"sync"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 
 	"github.com/ibgo/ibgo/internal/abi"
 	"github.com/ibgo/ibgo/internal/sys"
@@ -16,7 +15,7 @@ const nlmsgHdrLen = 16
 // serialised).
 type Conn struct {
 	mu  sync.Mutex
-	fd  int
+	fd  *sys.FD
 	seq uint32
 	buf []byte
 }
@@ -24,17 +23,12 @@ type Conn struct {
 // Dial opens a NETLINK_RDMA socket. Without the ib_core module the kernel has
 // no such protocol and Dial fails with an error wrapping ErrNotSupported.
 func Dial() (*Conn, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_RDMA)
+	fd, err := sys.NetlinkRDMA()
 	if err != nil {
-		e := err.(unix.Errno)
-		if e == unix.EPROTONOSUPPORT {
+		if sys.ErrnoOf(err) == sys.EPROTONOSUPPORT {
 			return nil, fmt.Errorf("rdma netlink: %w (is the ib_core kernel module loaded?)", sys.ErrNoDevice)
 		}
-		return nil, fmt.Errorf("rdma netlink socket: %w", sys.NewErrno(e))
-	}
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("rdma netlink bind: %w", sys.NewErrno(err.(unix.Errno)))
+		return nil, fmt.Errorf("rdma netlink socket: %w", err)
 	}
 	return &Conn{fd: fd, buf: make([]byte, 1<<16)}, nil
 }
@@ -43,12 +37,7 @@ func Dial() (*Conn, error) {
 func (c *Conn) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fd < 0 {
-		return nil
-	}
-	err := unix.Close(c.fd)
-	c.fd = -1
-	return err
+	return c.fd.Close()
 }
 
 func msgType(op uint16) uint16 { return abi.RDMA_NL_NLDEV<<10 | op }
@@ -58,28 +47,25 @@ func msgType(op uint16) uint16 { return abi.RDMA_NL_NLDEV<<10 | op }
 func (c *Conn) Execute(op uint16, flags uint16, attrs []byte) ([][]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fd < 0 {
-		return nil, sys.NewErrno(unix.EBADF)
+	if c.fd.Int() < 0 {
+		return nil, sys.NewErrno(sys.EBADF)
 	}
 	c.seq++
 	seq := c.seq
 	req := make([]byte, nlmsgHdrLen+len(attrs))
 	le.PutUint32(req[0:], uint32(len(req)))
 	le.PutUint16(req[4:], msgType(op))
-	le.PutUint16(req[6:], flags|unix.NLM_F_REQUEST|unix.NLM_F_ACK)
+	le.PutUint16(req[6:], flags|abi.NLM_F_REQUEST|abi.NLM_F_ACK)
 	le.PutUint32(req[8:], seq)
 	copy(req[nlmsgHdrLen:], attrs)
-	if err := unix.Sendto(c.fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return nil, fmt.Errorf("rdma netlink send: %w", sys.NewErrno(err.(unix.Errno)))
+	if err := sys.NetlinkSend(c.fd, req); err != nil {
+		return nil, fmt.Errorf("rdma netlink send: %w", err)
 	}
 	var out [][]byte
 	for {
-		n, _, err := unix.Recvfrom(c.fd, c.buf, 0)
-		if err == unix.EINTR {
-			continue
-		}
+		n, err := sys.NetlinkRecv(c.fd, c.buf)
 		if err != nil {
-			return nil, fmt.Errorf("rdma netlink receive: %w", sys.NewErrno(err.(unix.Errno)))
+			return nil, fmt.Errorf("rdma netlink receive: %w", err)
 		}
 		done, err := parseReply(c.buf[:n], seq, &out)
 		if err != nil || done {
@@ -111,9 +97,9 @@ func parseReply(b []byte, seq uint32, out *[][]byte) (bool, error) {
 			continue // a stale reply to an earlier, abandoned request
 		}
 		switch typ {
-		case unix.NLMSG_DONE:
+		case abi.NLMSG_DONE:
 			return true, nil
-		case unix.NLMSG_ERROR:
+		case abi.NLMSG_ERROR:
 			if len(body) < 4 {
 				return false, fmt.Errorf("%w: short netlink error", ErrMalformed)
 			}
@@ -121,7 +107,7 @@ func parseReply(b []byte, seq uint32, out *[][]byte) (bool, error) {
 			if errno == 0 {
 				return true, nil
 			}
-			return false, sys.NewErrno(unix.Errno(errno))
+			return false, sys.NewErrno(syscall.Errno(errno))
 		default:
 			cp := make([]byte, len(body))
 			copy(cp, body)
@@ -168,7 +154,7 @@ func decodeDevice(b []byte) (Device, error) {
 
 // Devices lists every RDMA device in the caller's network namespace.
 func (c *Conn) Devices() ([]Device, error) {
-	msgs, err := c.Execute(abi.RDMA_NLDEV_CMD_GET, unix.NLM_F_DUMP, nil)
+	msgs, err := c.Execute(abi.RDMA_NLDEV_CMD_GET, abi.NLM_F_DUMP, nil)
 	if err != nil {
 		return nil, fmt.Errorf("rdma netlink device dump: %w", err)
 	}
@@ -223,7 +209,7 @@ func decodePort(b []byte) (Port, error) {
 func (c *Conn) Ports(dev uint32) ([]Port, error) {
 	var e Encoder
 	e.U32(abi.RDMA_NLDEV_ATTR_DEV_INDEX, dev)
-	msgs, err := c.Execute(abi.RDMA_NLDEV_CMD_PORT_GET, unix.NLM_F_DUMP, e.Bytes())
+	msgs, err := c.Execute(abi.RDMA_NLDEV_CMD_PORT_GET, abi.NLM_F_DUMP, e.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("rdma netlink port dump of device %d: %w", dev, err)
 	}
@@ -365,7 +351,7 @@ func (c *Conn) LinkAdd(name, typ, netdev string) error {
 	e.String(abi.RDMA_NLDEV_ATTR_DEV_NAME, name)
 	e.String(abi.RDMA_NLDEV_ATTR_LINK_TYPE, typ)
 	e.String(abi.RDMA_NLDEV_ATTR_NDEV_NAME, netdev)
-	if _, err := c.Execute(abi.RDMA_NLDEV_CMD_NEWLINK, unix.NLM_F_CREATE|unix.NLM_F_EXCL, e.Bytes()); err != nil {
+	if _, err := c.Execute(abi.RDMA_NLDEV_CMD_NEWLINK, abi.NLM_F_CREATE|abi.NLM_F_EXCL, e.Bytes()); err != nil {
 		return fmt.Errorf("rdma link add %s type %s netdev %s: %w", name, typ, netdev, err)
 	}
 	return nil

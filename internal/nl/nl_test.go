@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/ibgo/ibgo/internal/abi"
 	"github.com/ibgo/ibgo/internal/sys"
@@ -74,7 +73,7 @@ func TestParseReplyDumpAndDone(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, done)
 	require.Len(t, out, 2)
-	done, err = parseReply(msg(unix.NLMSG_DONE, 9, []byte{0, 0, 0, 0}), 9, &out)
+	done, err = parseReply(msg(abi.NLMSG_DONE, 9, []byte{0, 0, 0, 0}), 9, &out)
 	require.NoError(t, err)
 	require.True(t, done)
 	dev, err := decodeDevice(out[1])
@@ -88,15 +87,15 @@ func TestParseReplyDumpAndDone(t *testing.T) {
 
 func TestParseReplyError(t *testing.T) {
 	body := make([]byte, 4+nlmsgHdrLen)
-	eno := -int32(unix.EOPNOTSUPP)
+	eno := -int32(sys.EOPNOTSUPP)
 	le.PutUint32(body, uint32(eno))
 	var out [][]byte
-	_, err := parseReply(msg(unix.NLMSG_ERROR, 3, body), 3, &out)
-	require.ErrorIs(t, err, unix.EOPNOTSUPP)
+	_, err := parseReply(msg(abi.NLMSG_ERROR, 3, body), 3, &out)
+	require.ErrorIs(t, err, sys.EOPNOTSUPP)
 	require.ErrorIs(t, err, sys.ErrNotSupported)
 
 	le.PutUint32(body, 0) // ACK
-	done, err := parseReply(msg(unix.NLMSG_ERROR, 3, body), 3, &out)
+	done, err := parseReply(msg(abi.NLMSG_ERROR, 3, body), 3, &out)
 	require.NoError(t, err)
 	require.True(t, done)
 }
@@ -135,7 +134,7 @@ func FuzzParseReply(f *testing.F) {
 	d.U32(abi.RDMA_NLDEV_ATTR_DEV_INDEX, 0)
 	d.String(abi.RDMA_NLDEV_ATTR_DEV_NAME, "rxe0")
 	f.Add(msg(msgType(abi.RDMA_NLDEV_CMD_GET), 1, d.Bytes()))
-	f.Add(msg(unix.NLMSG_DONE, 1, nil))
+	f.Add(msg(abi.NLMSG_DONE, 1, nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var out [][]byte
 		_, _ = parseReply(b, 1, &out)

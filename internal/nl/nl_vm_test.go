@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/ibgo/ibgo/internal/abi"
 	. "github.com/ibgo/ibgo/internal/nl"
+	"github.com/ibgo/ibgo/internal/sys"
 	"github.com/ibgo/ibgo/internal/testutil"
 )
 
@@ -93,8 +93,8 @@ func TestNetlinkErrors(t *testing.T) {
 	require.Contains(t, err.Error(), "rdma link add "+vm.Dev)
 	err = c.LinkAdd("rxetest", "rxe", "nosuchnetdev0")
 	require.Error(t, err)
-	require.ErrorIs(t, err, unix.EINVAL, "the kernel answers EINVAL for an unknown netdev")
+	require.ErrorIs(t, err, sys.EINVAL, "the kernel answers EINVAL for an unknown netdev")
 	require.NoError(t, c.Close())
 	_, err = c.Devices()
-	require.ErrorIs(t, err, unix.EBADF)
+	require.ErrorIs(t, err, sys.EBADF)
 }

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	"golang.org/x/sys/unix"
+	"github.com/ibgo/ibgo/internal/sys"
 )
 
 // Mapping is a file mapped into memory with MAP_SHARED, as Aeron maps
@@ -20,9 +20,9 @@ type Mapping struct {
 // Map maps the whole of an existing file. Read-only mappings are enough for
 // inspection tools; writable ones are for the driver and clients.
 func Map(path string, writable bool) (*Mapping, error) {
-	flag, prot := os.O_RDONLY, unix.PROT_READ
+	flag := os.O_RDONLY
 	if writable {
-		flag, prot = os.O_RDWR, unix.PROT_READ|unix.PROT_WRITE
+		flag = os.O_RDWR
 	}
 	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
@@ -33,7 +33,7 @@ func Map(path string, writable bool) (*Mapping, error) {
 	if err != nil {
 		return nil, err
 	}
-	return mapFile(f, path, st.Size(), prot)
+	return mapFile(f, path, st.Size(), writable)
 }
 
 // Create creates (or truncates) path with the given size and maps it
@@ -50,17 +50,17 @@ func Create(path string, size int64) (*Mapping, error) {
 	if err := f.Truncate(size); err != nil {
 		return nil, fmt.Errorf("shm: create %s: %w", path, err)
 	}
-	return mapFile(f, path, size, unix.PROT_READ|unix.PROT_WRITE)
+	return mapFile(f, path, size, true)
 }
 
-func mapFile(f *os.File, path string, size int64, prot int) (*Mapping, error) {
+func mapFile(f *os.File, path string, size int64, writable bool) (*Mapping, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("shm: map %s: file is empty", path)
 	}
 	if int64(int(size)) != size {
 		return nil, fmt.Errorf("shm: map %s: %d bytes do not fit the address space", path, size)
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), prot, unix.MAP_SHARED)
+	data, err := sys.MapFile(f, int(size), writable)
 	if err != nil {
 		return nil, fmt.Errorf("shm: mmap %s: %w", path, err)
 	}
@@ -80,7 +80,7 @@ func (m *Mapping) Close() error {
 	}
 	data := m.data
 	m.data = nil
-	if err := unix.Munmap(data); err != nil {
+	if err := sys.Munmap(data); err != nil {
 		return errors.Join(fmt.Errorf("shm: munmap %s", m.path), err)
 	}
 	return nil

@@ -15,8 +15,23 @@ type Arena struct {
 	off int
 }
 
+// Buf is a byte range of an Arena. Write and WriteRaw take a Buf rather than
+// a []byte, so the type system proves that what the kernel reads (and, for
+// commands with a response pointer inside, writes later) is arena memory and
+// never Go heap or stack. A Buf is only made by Arena.AllocBuf.
+type Buf struct{ b []byte }
+
+// Bytes is the memory of the Buf (to fill in a command).
+func (b Buf) Bytes() []byte { return b.b }
+
+// Len is the Buf's length.
+func (b Buf) Len() int { return len(b.b) }
+
 // NewArena maps size bytes (rounded up to a page).
 func NewArena(size int) (*Arena, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("command arena: size %d must be positive", size)
+	}
 	size = (size + Pagesize - 1) &^ (Pagesize - 1)
 	m, err := MmapAnon(size, 0)
 	if err != nil {
@@ -25,7 +40,8 @@ func NewArena(size int) (*Arena, error) {
 	return &Arena{mem: m}, nil
 }
 
-// Alloc returns n zeroed bytes aligned to 8, or nil when the arena is full.
+// Alloc returns n zeroed bytes aligned to 8, or nil when the arena is full
+// (or closed, or n is negative).
 func (a *Arena) Alloc(n int) []byte {
 	off := (a.off + 7) &^ 7
 	if n < 0 || off+n > len(a.mem) {
@@ -37,10 +53,21 @@ func (a *Arena) Alloc(n int) []byte {
 	return b
 }
 
+// AllocBuf is Alloc returning a Buf; ok is false when the arena is full.
+func (a *Arena) AllocBuf(n int) (b Buf, ok bool) {
+	m := a.Alloc(n)
+	return Buf{m}, m != nil
+}
+
+// Size is the arena's capacity in bytes; Used how much is allocated.
+func (a *Arena) Size() int { return len(a.mem) }
+func (a *Arena) Used() int { return a.off }
+
 // Reset releases every allocation.
 func (a *Arena) Reset() { a.off = 0 }
 
 // Close unmaps the arena. Nothing allocated from it may be used afterwards.
+// Close is idempotent.
 func (a *Arena) Close() error {
 	if a == nil || a.mem == nil {
 		return nil

@@ -2,8 +2,7 @@ package sys
 
 import (
 	"errors"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 )
 
 // ErrNotSupported is the one "this cannot be done here" sentinel of the project.
@@ -26,8 +25,35 @@ type wrapSentinel struct {
 func (w wrapSentinel) Error() string { return w.msg }
 func (w wrapSentinel) Unwrap() error { return w.parent }
 
+// The errnos packages above internal/sys compare against (errors.Is), so that
+// they need neither syscall numbers nor golang.org/x/sys/unix. They are
+// syscall.Errno values: errors.Is(err, sys.EINVAL) matches an *Errno and a
+// bare errno alike.
+const (
+	EPERM           = syscall.EPERM
+	ENOENT          = syscall.ENOENT
+	EINTR           = syscall.EINTR
+	EIO             = syscall.EIO
+	EBADF           = syscall.EBADF
+	EAGAIN          = syscall.EAGAIN
+	ENOMEM          = syscall.ENOMEM
+	EACCES          = syscall.EACCES
+	EFAULT          = syscall.EFAULT
+	EBUSY           = syscall.EBUSY
+	EEXIST          = syscall.EEXIST
+	ENODEV          = syscall.ENODEV
+	EINVAL          = syscall.EINVAL
+	ENOTTY          = syscall.ENOTTY
+	ENOSPC          = syscall.ENOSPC
+	ENOSYS          = syscall.ENOSYS
+	EPROTONOSUPPORT = syscall.EPROTONOSUPPORT
+	EOPNOTSUPP      = syscall.EOPNOTSUPP
+	ETIMEDOUT       = syscall.ETIMEDOUT
+	ECONNREFUSED    = syscall.ECONNREFUSED
+)
+
 // Errno is a kernel error number as returned by a syscall. It is a distinct type
-// so that callers use errors.Is(err, unix.EINVAL) rather than ==, and so that
+// so that callers use errors.Is(err, sys.EINVAL) rather than ==, and so that
 // the errnos that mean "unsupported" also match ErrNotSupported:
 //
 //   - ENOTTY: no ioctl framework at all (kernel too old) or wrong device file.
@@ -35,24 +61,37 @@ func (w wrapSentinel) Unwrap() error { return w.parent }
 //     mandatory attribute is unknown (uverbs_ioctl.c).
 //   - EOPNOTSUPP: the driver lacks the feature, or the write command index is
 //     unsupported (rdma_core.h: uapi_get_method).
-type Errno struct{ errno unix.Errno }
+type Errno struct{ errno syscall.Errno }
 
 // NewErrno wraps a raw errno; it returns nil for 0.
-func NewErrno(e unix.Errno) error {
+func NewErrno(e syscall.Errno) error {
 	if e == 0 {
 		return nil
 	}
 	return &Errno{e}
 }
 
+// errnoErr converts an error returned by golang.org/x/sys/unix (always an
+// errno or nil) into an *Errno.
+func errnoErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return NewErrno(e)
+	}
+	return err
+}
+
 func (e *Errno) Error() string { return e.errno.Error() }
 
-// Unwrap returns the raw errno, so errors.Is(err, unix.EINVAL) and
+// Unwrap returns the raw errno, so errors.Is(err, sys.EINVAL) and
 // errors.Is(err, os.ErrPermission) work.
 func (e *Errno) Unwrap() error { return e.errno }
 
 // Errno returns the raw number.
-func (e *Errno) Errno() unix.Errno { return e.errno }
+func (e *Errno) Errno() syscall.Errno { return e.errno }
 
 // Is reports whether the errno means "not supported".
 func (e *Errno) Is(target error) bool {
@@ -64,13 +103,13 @@ func (e *Errno) Is(target error) bool {
 
 // IsNotSupportedErrno reports whether a raw errno means the kernel or the
 // device cannot do what was asked.
-func IsNotSupportedErrno(e unix.Errno) bool {
-	return e == unix.ENOTTY || e == unix.EPROTONOSUPPORT || e == unix.EOPNOTSUPP
+func IsNotSupportedErrno(e syscall.Errno) bool {
+	return e == ENOTTY || e == EPROTONOSUPPORT || e == EOPNOTSUPP
 }
 
 // ErrnoOf returns the raw errno inside err, or 0.
-func ErrnoOf(err error) unix.Errno {
-	var e unix.Errno
+func ErrnoOf(err error) syscall.Errno {
+	var e syscall.Errno
 	if errors.As(err, &e) {
 		return e
 	}

@@ -8,8 +8,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// FD owns one file descriptor. Close is idempotent; after Close, Int returns -1
-// and every syscall on it fails with EBADF.
+// FD owns one file descriptor used for commands (the uverbs and rdma_cm
+// files, netlink sockets). Close is idempotent; after Close, Int returns -1
+// and every call on it fails with EBADF. All methods are safe for concurrent
+// use: a call holds the descriptor open, so Close waits for calls in flight
+// and a closed number is never reused by mistake.
 type FD struct {
 	mu  sync.RWMutex
 	raw int
@@ -26,10 +29,28 @@ func Open(path string, flags int) (*FD, error) {
 			continue
 		}
 		if err != nil {
-			return nil, &os.PathError{Op: "open", Path: path, Err: NewErrno(err.(unix.Errno))}
+			return nil, &os.PathError{Op: "open", Path: path, Err: errnoErr(err)}
 		}
 		return NewFD(fd), nil
 	}
+}
+
+// O_RDWR and O_RDONLY are the open flags callers above internal/sys need.
+const (
+	O_RDWR   = unix.O_RDWR
+	O_RDONLY = unix.O_RDONLY
+)
+
+// Pipe returns the read and write ends of a new pipe (tests use it as a
+// stand-in for an event file).
+func Pipe() (r, w *FD, err error) {
+	var p [2]int
+	if err := unix.Pipe(p[:]); err != nil {
+		return nil, nil, errnoErr(err)
+	}
+	unix.CloseOnExec(p[0])
+	unix.CloseOnExec(p[1])
+	return NewFD(p[0]), NewFD(p[1]), nil
 }
 
 // Int returns the raw descriptor, or -1 after Close.
@@ -55,9 +76,19 @@ func (fd *FD) Close() error {
 	err := unix.Close(fd.raw)
 	fd.raw = -1
 	if err != nil {
-		return fmt.Errorf("close: %w", NewErrno(err.(unix.Errno)))
+		return fmt.Errorf("close: %w", errnoErr(err))
 	}
 	return nil
+}
+
+// release gives up ownership: it returns the raw descriptor and leaves fd
+// closed without closing the descriptor.
+func (fd *FD) release() int {
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	raw := fd.raw
+	fd.raw = -1
+	return raw
 }
 
 // use runs f with the descriptor held open (Close waits for f to return).
@@ -65,22 +96,18 @@ func (fd *FD) use(f func(raw int) error) error {
 	fd.mu.RLock()
 	defer fd.mu.RUnlock()
 	if fd.raw < 0 {
-		return NewErrno(unix.EBADF)
+		return NewErrno(EBADF)
 	}
 	return f(fd.raw)
 }
 
-// Dup returns a new FD for the same open file (used to hand an fd to os.File
-// for the runtime poller while keeping ownership rules simple).
+// Dup returns a new FD for the same open file.
 func (fd *FD) Dup() (*FD, error) {
 	var n int
 	err := fd.use(func(raw int) error {
 		var err error
 		n, err = unix.FcntlInt(uintptr(raw), unix.F_DUPFD_CLOEXEC, 0)
-		if err != nil {
-			return NewErrno(err.(unix.Errno))
-		}
-		return nil
+		return errnoErr(err)
 	})
 	if err != nil {
 		return nil, err

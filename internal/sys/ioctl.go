@@ -36,7 +36,7 @@ type IoctlCmd struct {
 // NewIoctl starts a command for object/method on a device of driverID.
 func NewIoctl(a *Arena, object, method uint16, driverID uint32) *IoctlCmd {
 	c := &IoctlCmd{a: a}
-	c.buf = a.Alloc(int(unsafe.Sizeof(abi.IoctlHdr{})) + MaxAttrs*int(unsafe.Sizeof(abi.Attr{})))
+	c.buf = a.Alloc(hdrSize + MaxAttrs*attrSize)
 	if c.buf == nil {
 		c.err = ErrArenaFull
 		return c
@@ -45,8 +45,23 @@ func NewIoctl(a *Arena, object, method uint16, driverID uint32) *IoctlCmd {
 	h.ObjectID = object
 	h.MethodID = method
 	h.DriverID = driverID
-	c.attrs = unsafe.Slice((*abi.Attr)(unsafe.Pointer(&c.buf[unsafe.Sizeof(abi.IoctlHdr{})])), MaxAttrs)
+	c.attrs = unsafe.Slice((*abi.Attr)(unsafe.Pointer(&c.buf[hdrSize])), MaxAttrs)
 	return c
+}
+
+const (
+	hdrSize  = int(unsafe.Sizeof(abi.IoctlHdr{}))
+	attrSize = int(unsafe.Sizeof(abi.Attr{}))
+)
+
+// Bytes returns the command as it will be sent, header and attributes (for
+// tests that compare it byte for byte).
+func (c *IoctlCmd) Bytes() []byte {
+	if c.buf == nil {
+		return nil
+	}
+	*c.hdr() = c.Header()
+	return c.buf[:hdrSize+c.n*attrSize]
 }
 
 func (c *IoctlCmd) hdr() *abi.IoctlHdr { return (*abi.IoctlHdr)(unsafe.Pointer(&c.buf[0])) }
@@ -77,8 +92,7 @@ func (c *IoctlCmd) add(id, length, flags uint16, data uint64) int {
 // travel inline in the attribute (uverbs_attr_ptr_is_inline); larger ones are
 // copied into the arena and passed by address.
 func (c *IoctlCmd) PtrIn(id uint16, p []byte) int {
-	if len(p) > 0xffff {
-		c.setErr(fmt.Errorf("ioctl: attribute %#x: %d bytes is over the 65535-byte limit", id, len(p)))
+	if !c.checkLen(id, len(p)) {
 		return -1
 	}
 	if len(p) <= 8 {
@@ -97,6 +111,9 @@ func (c *IoctlCmd) PtrIn(id uint16, p []byte) int {
 // PtrInArena adds a PTR_IN attribute whose payload already lives in arena
 // memory (it is not copied). Payloads of 8 bytes or less still go inline.
 func (c *IoctlCmd) PtrInArena(id uint16, p []byte) int {
+	if !c.checkLen(id, len(p)) {
+		return -1
+	}
 	if len(p) <= 8 {
 		return c.PtrIn(id, p)
 	}
@@ -119,6 +136,9 @@ func (c *IoctlCmd) Const(id uint16, v uint64) int { return c.U64(id, v) }
 // PtrOut adds a PTR_OUT attribute with an n-byte arena buffer and returns the
 // buffer the kernel will fill.
 func (c *IoctlCmd) PtrOut(id uint16, n int) []byte {
+	if !c.checkLen(id, n) {
+		return nil
+	}
 	b := c.alloc(n)
 	if b == nil {
 		return nil
@@ -129,6 +149,9 @@ func (c *IoctlCmd) PtrOut(id uint16, n int) []byte {
 
 // PtrOutArena adds a PTR_OUT attribute over an existing arena buffer.
 func (c *IoctlCmd) PtrOutArena(id uint16, b []byte) int {
+	if !c.checkLen(id, len(b)) {
+		return -1
+	}
 	return c.add(id, uint16(len(b)), abi.UVERBS_ATTR_F_MANDATORY, Addr(b))
 }
 
@@ -174,13 +197,18 @@ func (c *IoctlCmd) Valid(i int) bool {
 func (c *IoctlCmd) NumAttrs() int { return c.n }
 
 // Attr returns a copy of attribute i (for tests).
-func (c *IoctlCmd) Attr(i int) abi.Attr { return c.attrs[i] }
+func (c *IoctlCmd) Attr(i int) abi.Attr {
+	if i < 0 || i >= c.n {
+		return abi.Attr{}
+	}
+	return c.attrs[i]
+}
 
 // Header returns a copy of the header as it will be sent (for tests).
 func (c *IoctlCmd) Header() abi.IoctlHdr {
 	h := *c.hdr()
 	h.NumAttrs = uint16(c.n)
-	h.Length = uint16(int(unsafe.Sizeof(abi.IoctlHdr{})) + c.n*int(unsafe.Sizeof(abi.Attr{})))
+	h.Length = uint16(hdrSize + c.n*attrSize)
 	return h
 }
 
@@ -193,6 +221,24 @@ func (c *IoctlCmd) alloc(n int) []byte {
 		c.err = ErrArenaFull
 	}
 	return b
+}
+
+// MaxAttrLen is the largest PTR_IN/PTR_OUT payload: struct
+// ib_uverbs_attr's len is a u16.
+const MaxAttrLen = 0xffff
+
+// ErrAttrTooLong is wrapped by the build error of an attribute over MaxAttrLen.
+var ErrAttrTooLong = errors.New("attribute payload over the 65535-byte limit of ib_uverbs_attr.len")
+
+// checkLen makes an oversized (or negative) attribute a sticky error: the
+// u16 len would otherwise silently truncate it and the kernel would read or
+// write a different amount than the caller expects.
+func (c *IoctlCmd) checkLen(id uint16, n int) bool {
+	if n < 0 || n > MaxAttrLen {
+		c.setErr(fmt.Errorf("ioctl: attribute %#x: %d bytes: %w", id, n, ErrAttrTooLong))
+		return false
+	}
+	return true
 }
 
 func (c *IoctlCmd) setErr(err error) {

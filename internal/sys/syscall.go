@@ -1,7 +1,9 @@
 package sys
 
 import (
+	"os"
 	"runtime"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -11,25 +13,41 @@ import (
 // that stays valid for the call; memory it points to in turn (attribute
 // payloads, response buffers) must not be Go-stack memory: use an Arena.
 func Ioctl(fd *FD, req uintptr, arg unsafe.Pointer) error {
-	return fd.use(func(raw int) error {
-		for {
-			_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(raw), req, uintptr(arg))
-			if e == unix.EINTR {
-				continue
-			}
-			runtime.KeepAlive(arg)
-			return NewErrno(e)
+	fd.mu.RLock()
+	defer fd.mu.RUnlock()
+	if fd.raw < 0 {
+		return NewErrno(EBADF)
+	}
+	for {
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd.raw), req, uintptr(arg))
+		if e == unix.EINTR {
+			continue
 		}
-	})
+		runtime.KeepAlive(arg)
+		return NewErrno(e)
+	}
 }
 
-// Write issues one write(2) of buf, retrying EINTR. A short write is reported
-// as an error (uverbs and rdma_cm commands are all-or-nothing).
-func Write(fd *FD, buf []byte) error {
-	if len(buf) == 0 {
+// Write issues one write(2) of b, retrying EINTR. A short write is reported
+// as EIO (uverbs and rdma_cm commands are all-or-nothing).
+func Write(fd *FD, b Buf) error {
+	if len(b.b) == 0 {
 		return nil
 	}
-	return fd.use(func(raw int) error { return write(unix.Syscall, raw, buf) })
+	fd.mu.RLock()
+	defer fd.mu.RUnlock()
+	if fd.raw < 0 {
+		return NewErrno(EBADF)
+	}
+	for {
+		// The pointer becomes a uintptr in the call expression itself, the
+		// one form the unsafe.Pointer rules keep alive for a syscall.
+		n, _, e := unix.Syscall(unix.SYS_WRITE, uintptr(fd.raw), uintptr(unsafe.Pointer(&b.b[0])), uintptr(len(b.b)))
+		if e == unix.EINTR {
+			continue
+		}
+		return writeResult(n, e, len(b.b))
+	}
 }
 
 // WriteRaw is Write for commands the kernel finishes without sleeping, on
@@ -38,34 +56,32 @@ func Write(fd *FD, buf []byte) error {
 // scheduler's monitor would otherwise hand this thread's P to another thread
 // whenever the kernel spends more than 20 µs sending, and wake threads that
 // compete with the kernel's own RDMA work for the CPU.
-func WriteRaw(fd *FD, buf []byte) error {
-	if len(buf) == 0 {
+func WriteRaw(fd *FD, b Buf) error {
+	if len(b.b) == 0 {
 		return nil
 	}
 	fd.mu.RLock()
 	defer fd.mu.RUnlock()
 	if fd.raw < 0 {
-		return NewErrno(unix.EBADF)
+		return NewErrno(EBADF)
 	}
-	return write(unix.RawSyscall, fd.raw, buf)
-}
-
-// write issues write(2) through sc, retrying EINTR; a short write is EIO.
-func write(sc func(trap, a1, a2, a3 uintptr) (uintptr, uintptr, unix.Errno), raw int, buf []byte) error {
 	for {
-		n, _, e := sc(unix.SYS_WRITE, uintptr(raw), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+		n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd.raw), uintptr(unsafe.Pointer(&b.b[0])), uintptr(len(b.b)))
 		if e == unix.EINTR {
 			continue
 		}
-		runtime.KeepAlive(buf)
-		if e != 0 {
-			return NewErrno(e)
-		}
-		if int(n) != len(buf) {
-			return NewErrno(unix.EIO)
-		}
-		return nil
+		return writeResult(n, e, len(b.b))
 	}
+}
+
+func writeResult(n uintptr, e syscall.Errno, want int) error {
+	if e != 0 {
+		return NewErrno(e)
+	}
+	if int(n) != want {
+		return NewErrno(EIO)
+	}
+	return nil
 }
 
 // Read issues one read(2), retrying EINTR.
@@ -78,14 +94,18 @@ func Read(fd *FD, buf []byte) (int, error) {
 			if err == unix.EINTR {
 				continue
 			}
-			if err != nil {
-				return NewErrno(err.(unix.Errno))
-			}
-			return nil
+			return errnoErr(err)
 		}
 	})
 	return n, err
 }
+
+// Protection and mapping flags for Mmap (the values of <sys/mman.h>).
+const (
+	PROT_READ  = unix.PROT_READ
+	PROT_WRITE = unix.PROT_WRITE
+	MAP_SHARED = unix.MAP_SHARED
+)
 
 // Mmap maps length bytes of fd at offset.
 func Mmap(fd *FD, offset int64, length int, prot, flags int) ([]byte, error) {
@@ -93,41 +113,49 @@ func Mmap(fd *FD, offset int64, length int, prot, flags int) ([]byte, error) {
 	err := fd.use(func(raw int) error {
 		var err error
 		b, err = unix.Mmap(raw, offset, length, prot, flags)
-		if err != nil {
-			return NewErrno(err.(unix.Errno))
-		}
-		return nil
+		return errnoErr(err)
 	})
 	return b, err
 }
 
-// MmapAnon maps length bytes of private anonymous memory (page aligned, zeroed).
-// extraFlags may add MAP_HUGETLB, MAP_POPULATE.
-func MmapAnon(length int, extraFlags int) ([]byte, error) {
-	b, err := unix.Mmap(-1, 0, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|extraFlags)
+// MapFile maps the first length bytes of f with MAP_SHARED, read-only or
+// writable. The descriptor is used through f's RawConn, so f stays in the
+// mode it is in (f.Fd would make it blocking).
+func MapFile(f *os.File, length int, writable bool) ([]byte, error) {
+	prot := unix.PROT_READ
+	if writable {
+		prot |= unix.PROT_WRITE
+	}
+	rc, err := f.SyscallConn()
 	if err != nil {
-		return nil, NewErrno(err.(unix.Errno))
+		return nil, err
+	}
+	var b []byte
+	var merr error
+	if err := rc.Control(func(fd uintptr) {
+		b, merr = unix.Mmap(int(fd), 0, length, prot, unix.MAP_SHARED)
+	}); err != nil {
+		return nil, err
+	}
+	return b, errnoErr(merr)
+}
+
+// MmapAnon maps length bytes of private anonymous memory (page aligned, zeroed).
+// extraFlags may add MapHugeTLB, MapPopulate.
+func MmapAnon(length int, extraFlags int) ([]byte, error) {
+	b, err := unix.Mmap(-1, 0, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON|extraFlags)
+	if err != nil {
+		return nil, errnoErr(err)
 	}
 	return b, nil
 }
 
-// Munmap unmaps a mapping made by Mmap or MmapAnon.
+// Munmap unmaps a mapping made by Mmap, MapFile or MmapAnon.
 func Munmap(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	if err := unix.Munmap(b); err != nil {
-		return NewErrno(err.(unix.Errno))
-	}
-	return nil
-}
-
-// Madvise applies advice to b.
-func Madvise(b []byte, advice int) error {
-	if err := unix.Madvise(b, advice); err != nil {
-		return NewErrno(err.(unix.Errno))
-	}
-	return nil
+	return errnoErr(unix.Munmap(b))
 }
 
 // Addr returns the address of the first byte of b as a u64 for embedding in
@@ -142,15 +170,3 @@ func Addr(b []byte) uint64 {
 
 // Pagesize is the system page size.
 var Pagesize = unix.Getpagesize()
-
-// BytesAt returns the n bytes at address addr. It exists for datapaths that
-// must read memory named by an address in a work request (inline sends):
-// addr must point into a live mapping the caller registered (an MR), which the
-// Go runtime does not manage.
-func BytesAt(addr uint64, n int) []byte {
-	if n == 0 {
-		return nil
-	}
-	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
-	return unsafe.Slice((*byte)(p), n)
-}

@@ -42,30 +42,41 @@ func ExecWrite(fd *FD, a *Arena, c *WriteCommand) error {
 		if n%4 != 0 || outLen%4 != 0 {
 			return fmt.Errorf("write command %d: sizes %d/%d not multiples of 4", c.Cmd, n, outLen)
 		}
-		buf := a.Alloc(n)
-		if buf == nil {
+		if n/4 > 0xffff || outLen/4 > 0xffff {
+			return fmt.Errorf("write command %d: %d/%d bytes do not fit ib_uverbs_cmd_hdr's u16 word counts", c.Cmd, n, outLen)
+		}
+		if outLen > 0 && len(c.CoreIn) < 8 {
+			return fmt.Errorf("write command %d: a response needs the u64 response field at the start of the request", c.Cmd)
+		}
+		bb, ok := a.AllocBuf(n)
+		if !ok {
 			return ErrArenaFull
 		}
+		buf := bb.b
 		h := (*abi.CmdHdr)(unsafe.Pointer(&buf[0]))
 		h.Command = c.Cmd
 		h.InWords = uint16(n / 4)
 		h.OutWords = uint16(outLen / 4)
 		copy(buf[hdrLen:], c.CoreIn)
 		copy(buf[hdrLen+len(c.CoreIn):], c.UHWIn)
-		if outLen > 0 && len(c.CoreIn) >= 8 {
+		if outLen > 0 {
 			binary.LittleEndian.PutUint64(buf[hdrLen:], resp)
 		}
-		return Write(fd, buf)
+		return Write(fd, bb)
 	}
 	exLen := int(unsafe.Sizeof(abi.ExCmdHdr{}))
 	if len(c.CoreIn)%8 != 0 || len(c.UHWIn)%8 != 0 || len(c.CoreOut)%8 != 0 || len(c.UHWOut)%8 != 0 {
 		return fmt.Errorf("extended write command %d: sizes not multiples of 8", c.Cmd)
 	}
+	if len(c.CoreIn)/8 > 0xffff || len(c.CoreOut)/8 > 0xffff || len(c.UHWIn)/8 > 0xffff || len(c.UHWOut)/8 > 0xffff {
+		return fmt.Errorf("extended write command %d: sizes do not fit the u16 word counts", c.Cmd)
+	}
 	n := hdrLen + exLen + len(c.CoreIn) + len(c.UHWIn)
-	buf := a.Alloc(n)
-	if buf == nil {
+	bb, ok := a.AllocBuf(n)
+	if !ok {
 		return ErrArenaFull
 	}
+	buf := bb.b
 	h := (*abi.CmdHdr)(unsafe.Pointer(&buf[0]))
 	h.Command = c.Cmd | abi.IB_USER_VERBS_CMD_FLAG_EXTENDED
 	h.InWords = uint16(len(c.CoreIn) / 8)
@@ -76,7 +87,7 @@ func ExecWrite(fd *FD, a *Arena, c *WriteCommand) error {
 	ex.ProviderOutWords = uint16(len(c.UHWOut) / 8)
 	copy(buf[hdrLen+exLen:], c.CoreIn)
 	copy(buf[hdrLen+exLen+len(c.CoreIn):], c.UHWIn)
-	return Write(fd, buf)
+	return Write(fd, bb)
 }
 
 // ExecInvokeWrite sends c through DEVICE/INVOKE_WRITE (kernel >= 5.0), the

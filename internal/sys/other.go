@@ -1,0 +1,24 @@
+//go:build !linux
+
+package sys
+
+// RDMA is Linux only: elsewhere these compile and fail at run time with
+// ErrNotSupportedOnOS.
+
+const (
+	MapHugeTLB  = 0
+	MapPopulate = 0
+	CapIPCLock  = 14
+)
+
+func DontFork(b []byte) error { return ErrNotSupportedOnOS }
+
+func MemlockLimit() (limit uint64, unlimited bool, err error) { return 0, false, ErrNotSupportedOnOS }
+
+func HugePageSize() (int, error) { return 0, ErrNotSupportedOnOS }
+
+func NetlinkRDMA() (*FD, error) { return nil, ErrNotSupportedOnOS }
+
+func NetlinkSend(fd *FD, b []byte) error { return ErrNotSupportedOnOS }
+
+func NetlinkRecv(fd *FD, b []byte) (int, error) { return 0, ErrNotSupportedOnOS }
