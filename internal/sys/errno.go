@@ -76,3 +76,10 @@ func ErrnoOf(err error) unix.Errno {
 	}
 	return 0
 }
+
+// Errno values the providers test for or return; providers may not import
+// golang.org/x/sys/unix.
+const (
+	EINVAL = unix.EINVAL
+	ENOMEM = unix.ENOMEM
+)

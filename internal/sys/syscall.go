@@ -87,6 +87,13 @@ func Read(fd *FD, buf []byte) (int, error) {
 	return n, err
 }
 
+// Protection and flags for Mmap of a device's shared queues (providers may
+// not import golang.org/x/sys/unix).
+const (
+	ProtReadWrite = unix.PROT_READ | unix.PROT_WRITE
+	MapShared     = unix.MAP_SHARED
+)
+
 // Mmap maps length bytes of fd at offset.
 func Mmap(fd *FD, offset int64, length int, prot, flags int) ([]byte, error) {
 	var b []byte
