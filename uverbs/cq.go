@@ -339,13 +339,14 @@ func (cq *CQ) Resize(cqe int) error {
 	w := &sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_RESIZE_CQ, CoreIn: in, UHWIn: arenaCopy(c.arena, dd.In),
 		CoreOut: out[:unsafe.Sizeof(abi.ResizeCQResp{})], UHWOut: out[unsafe.Sizeof(abi.ResizeCQResp{}):]}
 	if err := c.execWrite(w); err != nil {
+		cq.drv.Resized(cq, nil, err) // releases what ResizeData took
 		if sys.IsNotSupportedErrno(sys.ErrnoOf(err)) {
 			return &Error{Op: "resize cq", Device: c.dev.Name, Err: fmt.Errorf("%w: %v", ErrNotSupported, err)}
 		}
 		return memlockErr(c.dev.Name, "resize cq", err)
 	}
 	cq.cqe = int((*abi.ResizeCQResp)(unsafe.Pointer(&out[0])).CQE)
-	return opErr(c.dev.Name, "resize cq", cq.drv.Resized(cq, w.UHWOut))
+	return opErr(c.dev.Name, "resize cq", cq.drv.Resized(cq, w.UHWOut, nil))
 }
 
 // Close destroys the CQ. The kernel refuses (EBUSY) while QPs or SRQs use it.

@@ -137,12 +137,13 @@ func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 	m := (*abi.ModifySRQ)(unsafe.Pointer(&in[0]))
 	m.SRQHandle, m.AttrMask, m.MaxWR, m.SRQLimit = s.handle, uint32(mask), attr.MaxWR, attr.Limit
 	if err := c.execWrite(&sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_MODIFY_SRQ, CoreIn: in, UHWIn: arenaCopy(c.arena, dd.In)}); err != nil {
+		s.drv.Modified(s, &attr, mask, err) // releases what ModifyData took
 		return memlockErr(c.dev.Name, "modify srq", err)
 	}
 	if mask&SRQAttrMaxWR != 0 {
 		s.maxWR = attr.MaxWR
 	}
-	return opErr(c.dev.Name, "modify srq", s.drv.Modified(s, &attr, mask))
+	return opErr(c.dev.Name, "modify srq", s.drv.Modified(s, &attr, mask, nil))
 }
 
 // Query reports the SRQ's attributes (QUERY_SRQ).
