@@ -93,7 +93,7 @@ func (qp *QP) Init(p ConnectParams) error {
 // ctx_connect and ibv_rc_pingpong's pp_connect_ctx do.
 func (qp *QP) Connect(remote Endpoint, localPSN uint32, p ConnectParams) error {
 	p.defaults(qp.typ)
-	if qp.state == QPStateReset {
+	if qp.State() == QPStateReset {
 		if err := qp.Init(p); err != nil {
 			return err
 		}

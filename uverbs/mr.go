@@ -86,6 +86,46 @@ func (mr *MR) SGE(off, length int) SGE {
 	return SGE{Addr: mr.iova + uint64(off), Length: uint32(length), LKey: mr.lkey}
 }
 
+// LocalBytes returns the n bytes at virtual address addr if they lie inside
+// memory registered in this PD under lkey, and nil otherwise. Providers copy
+// inline send data through it instead of dereferencing an address taken from
+// a work request (which may be an MR's custom IOVA, or garbage). It allocates
+// nothing and is safe to call concurrently with everything, including
+// registration and deregistration.
+func (pd *PD) LocalBytes(lkey uint32, addr uint64, n int) []byte {
+	t := pd.mrs.Load()
+	if t == nil || n < 0 {
+		return nil
+	}
+	buf, ok := (*t)[lkey]
+	if !ok {
+		return nil
+	}
+	base := sys.Addr(buf)
+	if addr < base || addr-base > uint64(len(buf)) || uint64(n) > uint64(len(buf))-(addr-base) {
+		return nil
+	}
+	off := int(addr - base)
+	return buf[off : off+n : off+n]
+}
+
+// setLocal records (buf != nil) or forgets (buf == nil) lkey's memory for
+// LocalBytes; the context lock is held.
+func (pd *PD) setLocal(lkey uint32, buf []byte) {
+	next := map[uint32][]byte{}
+	if t := pd.mrs.Load(); t != nil {
+		for k, v := range *t {
+			next[k] = v
+		}
+	}
+	if buf != nil {
+		next[lkey] = buf
+	} else {
+		delete(next, lkey)
+	}
+	pd.mrs.Store(&next)
+}
+
 func accessHint(a Access) string {
 	if a&(AccessRemoteWrite|AccessRemoteAtomic) != 0 && a&AccessLocalWrite == 0 {
 		return "REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE too"
@@ -144,6 +184,7 @@ func (pd *PD) RegMRIOVA(buf []byte, iova uint64, access Access) (*MR, error) {
 	mr := &MR{pd: pd, buf: buf, iova: iova, lkey: resp.LKey, rkey: resp.RKey, access: access}
 	mr.handle = resp.MRHandle
 	c.register(&mr.object, "mr", mr)
+	pd.setLocal(mr.lkey, buf)
 	return mr, nil
 }
 
@@ -228,6 +269,9 @@ func (mr *MR) Rereg(flags int, pd *PD, buf []byte, access Access) error {
 		return memlockErr(c.dev.Name, "rereg mr", err)
 	}
 	resp := (*abi.ReregMRResp)(unsafe.Pointer(&out[0]))
+	if mr.buf != nil {
+		mr.pd.setLocal(mr.lkey, nil)
+	}
 	mr.lkey, mr.rkey = resp.LKey, resp.RKey
 	if flags&ReregTranslation != 0 {
 		mr.buf, mr.iova = buf, sys.Addr(buf)
@@ -237,6 +281,9 @@ func (mr *MR) Rereg(flags int, pd *PD, buf []byte, access Access) error {
 	}
 	if flags&ReregAccess != 0 {
 		mr.access = access
+	}
+	if mr.buf != nil {
+		mr.pd.setLocal(mr.lkey, mr.buf)
 	}
 	return nil
 }
@@ -263,5 +310,8 @@ func (mr *MR) Close() error {
 	}
 	mr.closed.Store(true)
 	c.unregister(&mr.object)
+	if mr.buf != nil {
+		mr.pd.setLocal(mr.lkey, nil)
+	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ibgo/ibgo/internal/abi"
@@ -11,6 +12,9 @@ import (
 // be used with each other.
 type PD struct {
 	object
+	// mrs is the PD's registered memory by lkey, for LocalBytes: replaced
+	// whole (copy on write) under the context lock, read without locks.
+	mrs atomic.Pointer[map[uint32][]byte]
 }
 
 // AllocPD allocates a protection domain (ALLOC_PD).

@@ -3,6 +3,7 @@ package uverbs
 import (
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -175,7 +176,9 @@ type QP struct {
 	sendCQ *CQ
 	recvCQ *CQ
 	srq    *SRQ
-	state  QPState
+	// state is written by Modify (under the context lock) and read by
+	// State from any goroutine, including the provider's PostRecv.
+	state atomic.Uint32
 }
 
 // QPN is the queue pair number peers address.
@@ -191,7 +194,10 @@ func (qp *QP) Cap() QPCap { return qp.cap }
 func (qp *QP) SigAll() bool { return qp.sigAll }
 
 // State is the state of the last successful Modify (Query asks the kernel).
-func (qp *QP) State() QPState { return qp.state }
+// It is safe to call concurrently with Modify and the datapath.
+func (qp *QP) State() QPState { return QPState(qp.state.Load()) }
+
+func (qp *QP) setState(s QPState) { qp.state.Store(uint32(s)) }
 
 // SendCQ, RecvCQ, SRQ and PD return what the QP was created with.
 func (qp *QP) SendCQ() *CQ { return qp.sendCQ }
@@ -389,7 +395,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		return opErr(c.dev.Name, op, err)
 	}
 	if mask&QPAttrState != 0 {
-		qp.state = attr.State
+		qp.setState(attr.State)
 	}
 	return nil
 }
