@@ -3,13 +3,13 @@ package uverbs_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -647,67 +647,80 @@ func TestInlineSendChecksRegisteredMemory(t *testing.T) {
 }
 
 // Resizing a CQ while another goroutine polls it delivers every completion
-// exactly once: the kernel copies pending entries into the new ring, so a
-// poll running across the resize would see some twice.
+// exactly once: the kernel copies the pending entries into the new ring and
+// advances the old ring's consumer index itself, so a poll running across
+// the resize would see some twice or lose some. Each round leaves a batch
+// of completions pending, then polls and resizes at once.
 func TestCQResizeWhilePolling(t *testing.T) {
+	const batch, rounds = 100, 30
 	b := newBed(t)
-	cq := b.cq(64, nil)
+	cq := b.cq(4*batch, nil)
 	zcq := b.cq(64, nil)
-	a := b.qp(uverbs.QPTypeRC, cq, cq, uverbs.QPCap{MaxSendWR: 32, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}, nil)
+	a := b.qp(uverbs.QPTypeRC, cq, cq, uverbs.QPCap{MaxSendWR: 2 * batch, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}, nil)
 	z := b.qp(uverbs.QPTypeRC, zcq, zcq, defaultCap, nil)
 	require.NoError(t, a.Connect(uverbs.Endpoint{QPN: z.QPN(), PSN: 1, GID: b.gid}, 2, b.params()))
 	require.NoError(t, z.Connect(uverbs.Endpoint{QPN: a.QPN(), PSN: 2, GID: b.gid}, 1, b.params()))
-	_, amr := b.mem(4096, allAccess)
-	_, zmr := b.mem(4096, allAccess)
-	const total = 2000
-	seen := make([]int, total)
-	var polled atomic.Int64
-	done := make(chan error, 1)
-	go func() {
-		wc := make([]uverbs.WC, 8)
-		got := 0
-		deadline := time.Now().Add(60 * time.Second)
-		for got < total {
-			n, err := cq.Poll(wc)
-			if err != nil {
-				done <- err
-				return
-			}
-			for _, w := range wc[:n] {
-				if w.Status != uverbs.WCSuccess || w.WRID >= total {
-					done <- fmt.Errorf("completion %+v", w)
+	am, amr := b.mem(4096, allAccess)
+	zm, zmr := b.mem(4096, allAccess)
+	wrs := make([]uverbs.SendWR, batch)
+	sizes := []int{2 * batch, 4 * batch, 3 * batch}
+	for round := 0; round < rounds; round++ {
+		// The last write of the batch carries the round number: once it has
+		// landed, (nearly) the whole batch waits in the CQ.
+		binary.LittleEndian.PutUint64(am.Bytes(), uint64(round+1))
+		for i := range wrs {
+			wrs[i] = uverbs.SendWR{WRID: uint64(i), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+				SGL: []uverbs.SGE{amr.SGE(0, 8)}, RemoteAddr: zmr.Addr() + 8, RKey: zmr.RKey()}
+		}
+		wrs[batch-1].RemoteAddr = zmr.Addr()
+		n, err := a.PostSend(wrs)
+		require.NoError(t, err)
+		require.Equal(t, batch, n)
+		deadline := time.Now().Add(20 * time.Second)
+		for binary.LittleEndian.Uint64(zm.Bytes()) != uint64(round+1) {
+			require.True(t, time.Now().Before(deadline), "round %d: the batch did not land", round)
+			runtime.Gosched()
+		}
+		seen := make([]int, batch)
+		started := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			wc := make([]uverbs.WC, 4)
+			got := 0
+			close(started)
+			for got < batch && time.Now().Before(deadline) {
+				// One at a time, slowly: the batch's consumption then spans
+				// the resize instead of finishing before it.
+				for t0 := time.Now(); time.Since(t0) < 20*time.Microsecond; {
+				}
+				n, err := cq.Poll(wc[:1])
+				if err != nil {
+					done <- err
 					return
 				}
-				seen[w.WRID]++
+				for _, w := range wc[:n] {
+					if w.Status != uverbs.WCSuccess || w.WRID >= batch {
+						done <- fmt.Errorf("completion %+v", w)
+						return
+					}
+					seen[w.WRID]++
+				}
+				got += n
 			}
-			got += n
-			polled.Add(int64(n))
-			if time.Now().After(deadline) {
-				done <- fmt.Errorf("%d of %d completions after 60s", got, total)
+			if got != batch {
+				done <- fmt.Errorf("%d of %d completions", got, batch)
 				return
 			}
+			done <- nil
+		}()
+		<-started
+		require.NoError(t, cq.Resize(sizes[round%len(sizes)]))
+		require.NoError(t, <-done, "round %d", round)
+		for i, n := range seen {
+			require.Equal(t, 1, n, "round %d: work request %d completed %d times", round, i, n)
 		}
-		done <- nil
-	}()
-	sizes := []int{128, 64, 256, 100}
-	for i := 0; i < total; i++ {
-		for int64(i)-polled.Load() >= 16 { // the send queue holds 32, the CQ at least 64
-			select {
-			case err := <-done:
-				t.Fatalf("poller stopped: %v", err)
-			default:
-				runtime.Gosched()
-			}
-		}
-		_, err := a.PostSend([]uverbs.SendWR{{WRID: uint64(i), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
-			SGL: []uverbs.SGE{amr.SGE(0, 8)}, RemoteAddr: zmr.Addr(), RKey: zmr.RKey()}})
+		k, err := cq.Poll(make([]uverbs.WC, 4))
 		require.NoError(t, err)
-		if i%50 == 0 {
-			require.NoError(t, cq.Resize(sizes[(i/50)%len(sizes)]))
-		}
-	}
-	require.NoError(t, <-done)
-	for i, n := range seen {
-		require.Equal(t, 1, n, "work request %d completed %d times", i, n)
+		require.Zero(t, k, "round %d: more completions than work requests", round)
 	}
 }
