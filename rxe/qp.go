@@ -317,8 +317,8 @@ func (q *qp) Destroy() error {
 // ringDoorbell writes the POST_SEND doorbell (rxe.c: post_send_db).
 //
 // It enters the kernel with Syscall, not RawSyscall: the kernel's
-// ib_uverbs_post_send allocates with GFP_KERNEL and takes the uobject lock
-// (both may sleep), and on 6.1 rxe_post_send runs the requester inline for
+// ib_uverbs_post_send allocates its copy of the request with GFP_KERNEL
+// (may sleep), and on 6.1 rxe_post_send runs the requester inline for
 // user QPs, building and looping back every packet of the queued work
 // requests. A raw system call that long would hold its P and stall the
 // scheduler and a stop-the-world GC. Measured in the 6.1 VM (ibgo perf
