@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"errors"
+	"fmt"
 	"math/bits"
 	"sync"
 	"unsafe"
@@ -12,7 +13,7 @@ import (
 
 // cq mirrors rdma-core providers/rxe/rxe.c: rxe_create_cq / rxe_poll_cq.
 type cq struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // guards ring and the consumer index; held across RESIZE_CQ
 	ctx  *uverbs.Context
 	ring *ring
 }
@@ -37,7 +38,9 @@ func (q *cq) Created(c *uverbs.CQ, out []byte) error {
 }
 
 // Poll copies completions out of the kernel's ring. It takes no system call
-// and allocates nothing.
+// and allocates nothing. q.mu makes concurrent Polls and a concurrent resize
+// (ResizeData..Resized) exclusive; uncontended it costs one CAS and one
+// atomic add.
 func (q *cq) Poll(wc []uverbs.WC) (int, error) {
 	q.mu.Lock()
 	r := q.ring
@@ -73,29 +76,48 @@ func (q *cq) Poll(wc []uverbs.WC) (int, error) {
 	return n, nil
 }
 
+// ResizeData takes the CQ's lock and keeps it until Resized: during
+// RESIZE_CQ the kernel copies the pending completions into the new ring and
+// rewrites the old ring's consumer index, so Poll must not run across it
+// (rdma-core providers/rxe/rxe.c: rxe_resize_cq holds cq->lock around
+// ibv_cmd_resize_cq).
 func (q *cq) ResizeData(cqe int) uverbs.DriverData {
+	q.mu.Lock()
 	return uverbs.DriverData{OutLen: int(unsafe.Sizeof(abi.RxeResizeCQResp{}))}
 }
 
-// Resized maps the new ring (the kernel copied the pending completions into
-// it) and drops the old one, as rxe_resize_cq does.
-func (q *cq) Resized(c *uverbs.CQ, out []byte, cmdErr error) error {
-	if cmdErr != nil { // the kernel kept the old ring
-		return nil
+// Resized runs after every RESIZE_CQ that ResizeData began, with the
+// command's error. On success it maps the new ring and drops the old one, as
+// rxe_resize_cq does; it always releases the lock ResizeData took.
+func (q *cq) Resized(c *uverbs.CQ, out []byte, err error) error {
+	defer q.mu.Unlock()
+	if err != nil {
+		return nil // the kernel kept the old ring
 	}
 	if len(out) < int(unsafe.Sizeof(abi.RxeResizeCQResp{})) {
-		return errors.New("rxe: short resize-cq response")
+		return q.lostRing(errors.New("rxe: short resize-cq response"))
 	}
 	r, err := mapRing(c.Context(), (*abi.RxeResizeCQResp)(unsafe.Pointer(&out[0])).MI, int(unsafe.Sizeof(abi.WC{})))
 	if err != nil {
-		return err
+		return q.lostRing(err)
 	}
-	q.mu.Lock()
+	q.swapRing(r)
+	return nil
+}
+
+// swapRing installs r; q.mu is held.
+func (q *cq) swapRing(r *ring) {
 	old := q.ring
 	q.ring = r
-	q.mu.Unlock()
 	old.unmap()
-	return nil
+}
+
+// lostRing handles a resize the kernel performed but whose new ring cannot
+// be mapped: the old ring no longer receives completions, so polling ends.
+func (q *cq) lostRing(err error) error {
+	q.ring.unmap()
+	q.ring = nil
+	return fmt.Errorf("%w; the CQ can no longer be polled", err)
 }
 
 func (q *cq) Destroy() error {

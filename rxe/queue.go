@@ -5,8 +5,6 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ibgo/ibgo/internal/abi"
 	"github.com/ibgo/ibgo/internal/sys"
 	"github.com/ibgo/ibgo/uverbs"
@@ -27,6 +25,7 @@ type ring struct {
 	mask     uint32
 	shift    uint32
 	elemSize int
+	fake     bool // not a mapping: unmap only forgets it
 }
 
 const ringHdr = int(unsafe.Sizeof(abi.RxeQueueBuf{}))
@@ -37,20 +36,32 @@ func mapRing(c *uverbs.Context, mi abi.MmInfo, minElem int) (*ring, error) {
 	if mi.Size == 0 {
 		return nil, fmt.Errorf("rxe: the kernel gave no queue to map")
 	}
-	mem, err := sys.Mmap(c.CmdFD(), int64(mi.Offset), int(mi.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := sys.Mmap(c.CmdFD(), int64(mi.Offset), int(mi.Size), sys.PROT_READ|sys.PROT_WRITE, sys.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("rxe: mmap queue (offset %#x, %d bytes): %w", mi.Offset, mi.Size, err)
+	}
+	r, err := newRing(mem, minElem)
+	if err != nil {
+		sys.Munmap(mem)
+		return nil, err
+	}
+	return r, nil
+}
+
+// newRing checks the struct rxe_queue_buf header at the start of mem and
+// returns the ring over it (mem is a mapping, or a fake ring in tests).
+func newRing(mem []byte, minElem int) (*ring, error) {
+	if len(mem) < ringHdr || uintptr(unsafe.Pointer(&mem[0]))&7 != 0 {
+		return nil, fmt.Errorf("rxe: queue mapping of %d bytes is too short or misaligned", len(mem))
 	}
 	r := &ring{mem: mem, hdr: (*abi.RxeQueueBuf)(unsafe.Pointer(&mem[0]))}
 	r.shift = atomic.LoadUint32(&r.hdr.Log2ElemSize)
 	r.mask = atomic.LoadUint32(&r.hdr.IndexMask)
-	if r.shift > 16 || r.mask&(r.mask+1) != 0 {
-		sys.Munmap(mem)
+	if r.shift > 16 || r.mask == 0 || r.mask > 1<<24 || r.mask&(r.mask+1) != 0 {
 		return nil, fmt.Errorf("rxe: queue header is malformed (log2_elem_size %d, index_mask %#x)", r.shift, r.mask)
 	}
 	r.elemSize = 1 << r.shift
 	if r.elemSize < minElem || ringHdr+int(r.mask+1)*r.elemSize > len(mem) {
-		sys.Munmap(mem)
 		return nil, fmt.Errorf("rxe: queue of %d %d-byte elements does not fit its %d-byte mapping (need elements of %d bytes)",
 			r.mask+1, r.elemSize, len(mem), minElem)
 	}
@@ -58,9 +69,12 @@ func mapRing(c *uverbs.Context, mi abi.MmInfo, minElem int) (*ring, error) {
 	return r, nil
 }
 
+// unmap releases a mapped ring. Fake rings (tests) are not mappings.
 func (r *ring) unmap() {
 	if r != nil && r.mem != nil {
-		sys.Munmap(r.mem)
+		if !r.fake {
+			sys.Munmap(r.mem)
+		}
 		r.mem, r.base = nil, nil
 	}
 }

@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"errors"
+	"fmt"
 	"unsafe"
 
 	"github.com/ibgo/ibgo/internal/abi"
@@ -16,6 +17,9 @@ type srq struct {
 	srq    *uverbs.SRQ
 	newMI  []byte // where the kernel writes the resized queue's mminfo
 	maxSGE int
+	// resizing says ModifyData took rq.mu for Modified to release; both run
+	// under the context's lock, one after the other.
+	resizing bool
 }
 
 func (c *context) NewSRQ(attr *uverbs.SRQInitAttr) (uverbs.SRQDriver, error) {
@@ -39,31 +43,40 @@ func (s *srq) Created(q *uverbs.SRQ, out []byte) error {
 }
 
 // ModifyData always carries struct rxe_modify_srq_cmd: the kernel requires it
-// and, on a resize, writes the new queue's mminfo where it points.
+// and, on a resize, writes the new queue's mminfo where it points. A resize
+// takes the ring's lock until Modified (no posts while the ring moves), as
+// rdma-core providers/rxe/rxe.c: rxe_modify_srq does.
 func (s *srq) ModifyData(attr *uverbs.SRQAttr, mask uverbs.SRQAttrMask, scratch func(int) []byte) uverbs.DriverData {
 	s.newMI = scratch(int(unsafe.Sizeof(abi.MmInfo{})))
 	cmd := make([]byte, unsafe.Sizeof(abi.RxeModifySRQCmd{}))
 	(*abi.RxeModifySRQCmd)(unsafe.Pointer(&cmd[0])).MmapInfoAddr = sys.Addr(s.newMI)
 	if mask&uverbs.SRQAttrMaxWR != 0 {
-		s.rq.mu.Lock() // held until Modified: no posts while the ring moves
+		s.rq.mu.Lock()
+		s.resizing = true
 	}
 	return uverbs.DriverData{In: cmd}
 }
 
-func (s *srq) Modified(q *uverbs.SRQ, attr *uverbs.SRQAttr, mask uverbs.SRQAttrMask, cmdErr error) error {
-	if mask&uverbs.SRQAttrMaxWR == 0 {
+// Modified runs after every MODIFY_SRQ that ModifyData began, with the
+// command's error (nil on success). It maps the new ring only on success and
+// always releases the lock ModifyData took: a rejected resize (EINVAL for a
+// size the device cannot take) leaves the old ring in use.
+func (s *srq) Modified(q *uverbs.SRQ, attr *uverbs.SRQAttr, mask uverbs.SRQAttrMask, err error) error {
+	if !s.resizing {
 		return nil
 	}
+	s.resizing = false
 	defer s.rq.mu.Unlock()
-	if cmdErr != nil { // the kernel kept the old ring
+	if err != nil {
 		return nil
 	}
 	mi := *(*abi.MmInfo)(unsafe.Pointer(&s.newMI[0]))
 	r, err := mapRing(q.Context(), mi, recvWQESize)
 	if err != nil {
+		// The kernel moved the queue; the old ring is no longer read.
 		s.rq.ring.unmap()
 		s.rq.ring = nil
-		return err
+		return fmt.Errorf("%w; the SRQ can no longer be posted to", err)
 	}
 	s.rq.ring.unmap()
 	s.rq.ring = r

@@ -3,7 +3,13 @@ package uverbs_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,7 +140,7 @@ func TestFenceAndSelectiveSignaling(t *testing.T) {
 	b := newBed(t)
 	p := b.pair(uverbs.QPTypeRC, defaultCap)
 	_, amr := b.mem(8192, allAccess)
-	zm, zmr := b.mem(8192, allAccess)
+	zm, zmr := b.mem(16384, allAccess)
 	fill(zm.Bytes()[:4096], 31)
 	_, err := p.z.PostRecv([]uverbs.RecvWR{{WRID: 9, SGL: []uverbs.SGE{zmr.SGE(4096, 4096)}}})
 	require.NoError(t, err)
@@ -144,15 +150,43 @@ func TestFenceAndSelectiveSignaling(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
-	wcs := wait(t, p.acq, 1)
+	// A signaled marker behind both: an RC send queue completes in order, so
+	// a completion of the unsignaled read would come before the marker's.
+	_, err = p.a.PostSend([]uverbs.SendWR{{WRID: 3, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled | uverbs.SendFence,
+		SGL: []uverbs.SGE{amr.SGE(0, 8)}, RemoteAddr: zmr.Addr() + 8192, RKey: zmr.RKey()}})
+	require.NoError(t, err)
+	wcs := waitFor(t, p.acq, 3)
+	require.Len(t, wcs, 2, "only the signaled send and the marker complete: %+v", wcs)
 	requireWC(t, wcs[0], uverbs.WCSuccess, uverbs.WCSend, 2)
+	requireWC(t, wcs[1], uverbs.WCSuccess, uverbs.WCRDMAWrite, 3)
 	requireWC(t, wait(t, p.zcq, 1)[0], uverbs.WCSuccess, uverbs.WCRecv, 9)
 	// The fence made the send carry what the read fetched.
 	require.Equal(t, zm.Bytes()[:4096], zm.Bytes()[4096:8192])
-	time.Sleep(50 * time.Millisecond)
-	k, err := p.acq.Poll(make([]uverbs.WC, 4))
-	require.NoError(t, err)
-	require.Zero(t, k, "the unsignaled read produced no completion")
+}
+
+// waitFor polls cq until the completion of work request marker arrives and
+// returns every completion up to and including it; one that arrives in the
+// same poll after the marker fails the test.
+func waitFor(t testing.TB, cq *uverbs.CQ, marker uint64) []uverbs.WC {
+	t.Helper()
+	var out []uverbs.WC
+	deadline := time.Now().Add(20 * time.Second)
+	buf := make([]uverbs.WC, 16)
+	for {
+		k, err := cq.Poll(buf)
+		require.NoError(t, err)
+		for i, wc := range buf[:k] {
+			out = append(out, wc)
+			if wc.WRID == marker {
+				require.Equal(t, k-1, i, "completions after the marker: %+v", buf[i+1:k])
+				return out
+			}
+		}
+		if k == 0 {
+			require.True(t, time.Now().Before(deadline), "no completion for marker %d; got %+v", marker, out)
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
 }
 
 func TestUCWriteAndSend(t *testing.T) {
@@ -227,10 +261,16 @@ func TestUDSendWithGRH(t *testing.T) {
 		SGL: []uverbs.SGE{amr.SGE(0, 100)}, AH: ah, RemoteQPN: z.QPN(), RemoteQKey: 0x22222222}})
 	require.NoError(t, err)
 	requireWC(t, wait(t, acq, 1)[0], uverbs.WCSuccess, uverbs.WCSend, 4)
-	time.Sleep(100 * time.Millisecond)
-	k, err := zcq.Poll(make([]uverbs.WC, 1))
+	// A marker datagram of another length with the right Q_Key, from the
+	// same QP: receives are consumed in order, so receive 3 carries the
+	// marker only if the wrong-Q_Key datagram was dropped.
+	_, err = a.PostSend([]uverbs.SendWR{{WRID: 5, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{amr.SGE(0, 60)}, AH: ah, RemoteQPN: z.QPN(), RemoteQKey: 0x11111111}})
 	require.NoError(t, err)
-	require.Zero(t, k, "a datagram with the wrong Q_Key must not be delivered")
+	requireWC(t, wait(t, acq, 1)[0], uverbs.WCSuccess, uverbs.WCSend, 5)
+	rc = wait(t, zcq, 1)[0]
+	requireWC(t, rc, uverbs.WCSuccess, uverbs.WCRecv, 3)
+	require.EqualValues(t, 40+60, rc.ByteLen, "a datagram with the wrong Q_Key must not be delivered")
 	// UD sends need an address handle; UD has no RDMA.
 	_, err = a.PostSend([]uverbs.SendWR{{Opcode: uverbs.WRSend, SGL: []uverbs.SGE{amr.SGE(0, 8)}, RemoteQPN: z.QPN()}})
 	require.ErrorIs(t, err, unix.EINVAL)
@@ -281,9 +321,17 @@ func TestRNRRetry(t *testing.T) {
 	_, zmr := b.mem(4096, allAccess)
 	// With infinite RNR retries a send waits for the receive to be posted.
 	p := b.pair(uverbs.QPTypeRC, defaultCap)
+	rnr := rnrCounter(t, b)
 	_, err := p.a.PostSend([]uverbs.SendWR{{WRID: 1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{amr.SGE(0, 100)}}})
 	require.NoError(t, err)
-	time.Sleep(100 * time.Millisecond)
+	// The requester counts the responder's RNR NAK (rxe_comp.c: RXE_CNT_RCV_RNR):
+	// once it has, the send provably reached a QP without a receive and
+	// is waiting to retry.
+	deadline := time.Now().Add(10 * time.Second)
+	for rnrCounter(t, b) == rnr {
+		require.True(t, time.Now().Before(deadline), "no RNR NAK for a send without a receive")
+		time.Sleep(time.Millisecond)
+	}
 	k, err := p.acq.Poll(make([]uverbs.WC, 1))
 	require.NoError(t, err)
 	require.Zero(t, k, "the send cannot complete without a receive")
@@ -313,11 +361,24 @@ func TestRNRRetry(t *testing.T) {
 	require.Equal(t, uverbs.WCRNRRetryExcErr, wc.Status, wc.Status.String())
 }
 
+// rnrCounter reads the port's count of RNR NAKs received.
+func rnrCounter(t testing.TB, b *bed) int {
+	t.Helper()
+	raw, err := os.ReadFile("/sys/class/infiniband/" + b.vm.Dev + "/ports/1/hw_counters/rcvd_rnr_err")
+	require.NoError(t, err)
+	n, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	require.NoError(t, err)
+	return n
+}
+
 // Posting beyond a queue's depth is refused; nothing already posted is
 // overwritten.
 func TestQueueDepth(t *testing.T) {
 	b := newBed(t)
-	cq := b.cq(64, nil)
+	ch, err := b.ctx.CreateCompChannel()
+	require.NoError(t, err)
+	defer ch.Close()
+	cq := b.cq(64, ch)
 	cp := uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
 	qp := b.qp(uverbs.QPTypeRC, cq, cq, cp, nil)
 	require.NoError(t, qp.Init(b.params()))
@@ -334,13 +395,21 @@ func TestQueueDepth(t *testing.T) {
 	// All n are really there: flushing the QP returns exactly them, in order.
 	require.NoError(t, qp.ToErr())
 	wcs := wait(t, cq, n)
+	require.Len(t, wcs, n)
 	for i, wc := range wcs {
 		require.Equal(t, uverbs.WCWRFlushErr, wc.Status)
 		require.EqualValues(t, i, wc.WRID)
 	}
-	time.Sleep(20 * time.Millisecond)
+	// No more: arm, then poll (a completion that came before the arm is
+	// still in the queue), then expect no event (one that comes after it
+	// raises one). rxe flushes the receive queue in one pass.
+	require.NoError(t, cq.ReqNotify(false))
 	k, _ := cq.Poll(make([]uverbs.WC, 8))
-	require.Zero(t, k)
+	require.Zero(t, k, "more flushed receives than were posted")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	_, err = ch.GetEvent(ctx)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "more flushed receives than were posted")
 	// A QP in RESET takes no receives.
 	rq := b.qp(uverbs.QPTypeRC, cq, cq, cp, nil)
 	_, err = rq.PostRecv(wrs[:1])
@@ -417,24 +486,35 @@ func TestCompletionEvents(t *testing.T) {
 	got.AckEvents(1)
 	d, ak := zcq.Events()
 	require.Equal(t, [2]int{1, 1}, [2]int{d, ak})
-	// Not re-armed: no event for the next completion.
+	// Not re-armed: no event for the next completion. Proof by a marker:
+	// arm, complete another receive and take its event; an event for
+	// receive 2 would have been queued before it, so the channel must then
+	// be empty (the short deadline waits for nothing that is still due).
 	send(2, 0)
 	requireWC(t, wait(t, zcq, 1)[0], uverbs.WCSuccess, uverbs.WCRecv, 2)
-	_, err = getEvent(200 * time.Millisecond)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
+	oneEvent := func(marker uint64, flags uverbs.SendFlags) {
+		t.Helper()
+		send(marker, flags)
+		got, err := getEvent(10 * time.Second)
+		require.NoError(t, err)
+		require.Same(t, zcq, got)
+		requireWC(t, wait(t, zcq, 1)[0], uverbs.WCSuccess, uverbs.WCRecv, marker)
+		got.AckEvents(1)
+		_, err = getEvent(200 * time.Millisecond)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "an event for a completion that was not armed for")
+	}
+	require.NoError(t, zcq.ReqNotify(false))
+	oneEvent(5, 0)
 	// Armed for solicited completions only: a plain send raises nothing, a
-	// solicited one does.
+	// solicited one does. Re-arming before the solicited marker undoes a
+	// wrong disarm by receive 3, so a wrong event shows as a second one.
 	require.NoError(t, zcq.ReqNotify(true))
 	send(3, 0)
 	requireWC(t, wait(t, zcq, 1)[0], uverbs.WCSuccess, uverbs.WCRecv, 3)
-	_, err = getEvent(200 * time.Millisecond)
-	require.ErrorIs(t, err, context.DeadlineExceeded, "a non-solicited receive must not raise the event")
-	send(4, uverbs.SendSolicited)
-	got, err = getEvent(10 * time.Second)
-	require.NoError(t, err)
-	require.Same(t, zcq, got)
-	requireWC(t, wait(t, zcq, 1)[0], uverbs.WCSuccess, uverbs.WCRecv, 4)
-	got.AckEvents(1)
+	require.NoError(t, zcq.ReqNotify(true))
+	oneEvent(4, uverbs.SendSolicited)
+	d, ak = zcq.Events()
+	require.Equal(t, [2]int{3, 3}, [2]int{d, ak})
 }
 
 func TestSRQDatapathAndLimitEvent(t *testing.T) {
@@ -497,4 +577,150 @@ func TestPostAfterCloseAndErrors(t *testing.T) {
 	require.ErrorIs(t, err, unix.EINVAL)
 	var ue *uverbs.Error
 	require.True(t, errors.As(err, &ue))
+}
+
+// A resize the kernel rejects leaves the SRQ usable: PostRecv and Close
+// return (rxe once kept its ring locked after a failed MODIFY_SRQ).
+func TestSRQRejectedResizeReleasesQueue(t *testing.T) {
+	b := newBed(t)
+	srq, err := b.pd.CreateSRQ(uverbs.SRQInitAttr{MaxWR: 16, MaxSGE: 1})
+	require.NoError(t, err)
+	_, zmr := b.mem(4096, allAccess)
+	err = srq.Modify(uverbs.SRQAttr{MaxWR: 1 << 30}, uverbs.SRQAttrMaxWR)
+	require.ErrorIs(t, err, unix.EINVAL, "rxe refuses more than max_srq_wr")
+	done := make(chan error, 1)
+	go func() {
+		_, err := srq.PostRecv([]uverbs.RecvWR{{WRID: 1, SGL: []uverbs.SGE{zmr.SGE(0, 64)}}})
+		if err == nil {
+			err = srq.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		// The context cannot be closed either: end the binary with the reason.
+		panic("SRQ PostRecv/Close did not return after a rejected resize: its ring lock is still held")
+	}
+}
+
+// Inline data is copied only from memory registered under the SGE's lkey in
+// the QP's PD; anything else is EINVAL, never a fault (an MR's custom IOVA
+// is not an address of this process).
+func TestInlineSendChecksRegisteredMemory(t *testing.T) {
+	b := newBed(t)
+	p := b.pair(uverbs.QPTypeRC, defaultCap)
+	m, err := uverbs.AllocMemory(4096, uverbs.MemoryOptions{})
+	require.NoError(t, err)
+	defer m.Close()
+	imr, err := b.pd.RegMRIOVA(m.Bytes(), 0x10000000, allAccess)
+	require.NoError(t, err)
+	defer imr.Close()
+	am, amr := b.mem(4096, allAccess)
+	zm, zmr := b.mem(4096, allAccess)
+	wrongKey := amr.SGE(0, 64)
+	wrongKey.LKey = imr.LKey()
+	for name, sge := range map[string]uverbs.SGE{
+		"custom IOVA":    imr.SGE(0, 64),
+		"other MR's key": wrongKey,
+		"past the end":   amr.SGE(4096-32, 64),
+		"unknown key":    {Addr: amr.Addr(), Length: 64, LKey: 0xdead},
+	} {
+		n, err := p.a.PostSend([]uverbs.SendWR{{WRID: 1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled | uverbs.SendInline,
+			SGL: []uverbs.SGE{sge}}})
+		require.Zero(t, n, name)
+		require.ErrorIs(t, err, unix.EINVAL, name)
+	}
+	// Nothing was posted, and the QP still sends inline from registered memory.
+	fill(am.Bytes()[:64], 3)
+	_, err = p.z.PostRecv([]uverbs.RecvWR{{WRID: 7, SGL: []uverbs.SGE{zmr.SGE(0, 4096)}}})
+	require.NoError(t, err)
+	_, err = p.a.PostSend([]uverbs.SendWR{{WRID: 8, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled | uverbs.SendInline,
+		SGL: []uverbs.SGE{amr.SGE(0, 64)}}})
+	require.NoError(t, err)
+	wcs := waitFor(t, p.acq, 8)
+	require.Len(t, wcs, 1)
+	requireWC(t, wcs[0], uverbs.WCSuccess, uverbs.WCSend, 8)
+	requireWC(t, wait(t, p.zcq, 1)[0], uverbs.WCSuccess, uverbs.WCRecv, 7)
+	require.Equal(t, am.Bytes()[:64], zm.Bytes()[:64])
+}
+
+// Resizing a CQ while another goroutine polls it delivers every completion
+// exactly once: the kernel copies the pending entries into the new ring and
+// advances the old ring's consumer index itself, so a poll running across
+// the resize would see some twice or lose some. Each round leaves a batch
+// of completions pending, then polls and resizes at once.
+func TestCQResizeWhilePolling(t *testing.T) {
+	const batch, rounds = 100, 30
+	b := newBed(t)
+	cq := b.cq(4*batch, nil)
+	zcq := b.cq(64, nil)
+	a := b.qp(uverbs.QPTypeRC, cq, cq, uverbs.QPCap{MaxSendWR: 2 * batch, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}, nil)
+	z := b.qp(uverbs.QPTypeRC, zcq, zcq, defaultCap, nil)
+	require.NoError(t, a.Connect(uverbs.Endpoint{QPN: z.QPN(), PSN: 1, GID: b.gid}, 2, b.params()))
+	require.NoError(t, z.Connect(uverbs.Endpoint{QPN: a.QPN(), PSN: 2, GID: b.gid}, 1, b.params()))
+	am, amr := b.mem(4096, allAccess)
+	zm, zmr := b.mem(4096, allAccess)
+	wrs := make([]uverbs.SendWR, batch)
+	sizes := []int{2 * batch, 4 * batch, 3 * batch}
+	for round := 0; round < rounds; round++ {
+		// The last write of the batch carries the round number: once it has
+		// landed, (nearly) the whole batch waits in the CQ.
+		binary.LittleEndian.PutUint64(am.Bytes(), uint64(round+1))
+		for i := range wrs {
+			wrs[i] = uverbs.SendWR{WRID: uint64(i), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+				SGL: []uverbs.SGE{amr.SGE(0, 8)}, RemoteAddr: zmr.Addr() + 8, RKey: zmr.RKey()}
+		}
+		wrs[batch-1].RemoteAddr = zmr.Addr()
+		n, err := a.PostSend(wrs)
+		require.NoError(t, err)
+		require.Equal(t, batch, n)
+		deadline := time.Now().Add(20 * time.Second)
+		for binary.LittleEndian.Uint64(zm.Bytes()) != uint64(round+1) {
+			require.True(t, time.Now().Before(deadline), "round %d: the batch did not land", round)
+			runtime.Gosched()
+		}
+		seen := make([]int, batch)
+		started := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			wc := make([]uverbs.WC, 4)
+			got := 0
+			close(started)
+			for got < batch && time.Now().Before(deadline) {
+				// One at a time, slowly: the batch's consumption then spans
+				// the resize instead of finishing before it.
+				for t0 := time.Now(); time.Since(t0) < 20*time.Microsecond; {
+				}
+				n, err := cq.Poll(wc[:1])
+				if err != nil {
+					done <- err
+					return
+				}
+				for _, w := range wc[:n] {
+					if w.Status != uverbs.WCSuccess || w.WRID >= batch {
+						done <- fmt.Errorf("completion %+v", w)
+						return
+					}
+					seen[w.WRID]++
+				}
+				got += n
+			}
+			if got != batch {
+				done <- fmt.Errorf("%d of %d completions", got, batch)
+				return
+			}
+			done <- nil
+		}()
+		<-started
+		require.NoError(t, cq.Resize(sizes[round%len(sizes)]))
+		require.NoError(t, <-done, "round %d", round)
+		for i, n := range seen {
+			require.Equal(t, 1, n, "round %d: work request %d completed %d times", round, i, n)
+		}
+		k, err := cq.Poll(make([]uverbs.WC, 4))
+		require.NoError(t, err)
+		require.Zero(t, k, "round %d: more completions than work requests", round)
+	}
 }

@@ -320,22 +320,23 @@ func TestSGEBytes(t *testing.T) {
 	mr.lkey = 7 // the fake kernel answers zeros
 	pd.setMR(mr, true)
 	mem.Bytes()[100] = 0xab
-	b, ok := pd.SGEBytes(SGE{Addr: 0x10000 + 100, Length: 4, LKey: 7})
+	va := sys.Addr(mem.Bytes())
+	b, ok := pd.SGEBytes(SGE{Addr: va + 100, Length: 4, LKey: 7})
 	require.True(t, ok)
 	require.Equal(t, byte(0xab), b[0])
 	require.Len(t, b, 4)
 	for _, bad := range []SGE{
-		{Addr: 0x10000 + 4094, Length: 4, LKey: 7},        // runs past the end
-		{Addr: 0xffff, Length: 1, LKey: 7},                // before the start
-		{Addr: 0x10000, Length: 1, LKey: 8},               // another key
-		{Addr: sys.Addr(mem.Bytes()), Length: 1, LKey: 7}, // the VA, not the IOVA
+		{Addr: va + 4094, Length: 4, LKey: 7}, // runs past the end
+		{Addr: va - 1, Length: 1, LKey: 7},    // before the start
+		{Addr: va, Length: 1, LKey: 8},        // another key
+		{Addr: 0x10000, Length: 1, LKey: 7},   // the IOVA, not the VA
 	} {
 		_, ok := pd.SGEBytes(bad)
 		require.False(t, ok, "%+v", bad)
 	}
-	require.Equal(t, 0.0, testing.AllocsPerRun(100, func() { pd.SGEBytes(SGE{Addr: 0x10000, Length: 8, LKey: 7}) }))
+	require.Equal(t, 0.0, testing.AllocsPerRun(100, func() { pd.SGEBytes(SGE{Addr: va, Length: 8, LKey: 7}) }))
 	require.NoError(t, mr.Close())
-	_, ok = pd.SGEBytes(SGE{Addr: 0x10000, Length: 1, LKey: 7})
+	_, ok = pd.SGEBytes(SGE{Addr: va, Length: 1, LKey: 7})
 	require.False(t, ok, "a closed MR is no longer registered memory")
 }
 

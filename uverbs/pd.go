@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ibgo/ibgo/internal/abi"
+	"github.com/ibgo/ibgo/internal/sys"
 )
 
 // PD is a protection domain: MRs, QPs, SRQs and AHs live in one and can only
@@ -47,11 +48,15 @@ func (c *Context) AllocPD() (*PD, error) {
 // QPs, SRQs or AHs still use it; the PD then stays usable.
 func (pd *PD) Close() error { return pd.closeObject("dealloc pd", nil) }
 
-// SGEBytes returns the registered memory an SGE names: the bytes of the MR
-// of this PD whose lkey is sge.LKey, at the SGE's address and length. ok is
-// false when no such MR exists or the range does not lie inside it. It is
-// what a provider's inline send copies from (the kernel never sees that
-// memory, so nobody else checks it); it allocates nothing and takes no lock.
+// SGEBytes returns the registered memory an inline SGE names: the bytes at
+// the SGE's virtual address and length, if they lie inside the memory of the
+// MR of this PD whose lkey is sge.LKey. ok is false when no such MR exists or
+// the range does not lie inside it. The address is a virtual address, not
+// the MR's IOVA, because inline data is copied by the CPU (rdma-core's
+// providers memcpy from (void *)sge->addr): an SGE in a custom-IOVA MR's
+// address space is refused here instead of faulting the process. It is what a
+// provider's inline send copies from (the kernel never sees that memory, so
+// nobody else checks it); it allocates nothing and takes no lock.
 func (pd *PD) SGEBytes(sge SGE) (b []byte, ok bool) {
 	p := pd.mrs.Load()
 	if p == nil {
@@ -62,10 +67,11 @@ func (pd *PD) SGEBytes(sge SGE) (b []byte, ok bool) {
 		if r.lkey != sge.LKey {
 			continue
 		}
-		if sge.Addr < r.iova {
+		base := sys.Addr(r.buf)
+		if sge.Addr < base {
 			return nil, false
 		}
-		off := sge.Addr - r.iova
+		off := sge.Addr - base
 		if off > uint64(len(r.buf)) || uint64(sge.Length) > uint64(len(r.buf))-off {
 			return nil, false
 		}

@@ -197,6 +197,8 @@ func (qp *QP) SigAll() bool { return qp.sigAll }
 // State is the state of the last successful Modify (Query asks the kernel).
 func (qp *QP) State() QPState { return QPState(qp.state.Load()) }
 
+func (qp *QP) setState(s QPState) { qp.state.Store(uint32(s)) }
+
 // SendCQ, RecvCQ, SRQ and PD return what the QP was created with.
 func (qp *QP) SendCQ() *CQ { return qp.sendCQ }
 func (qp *QP) RecvCQ() *CQ { return qp.recvCQ }
@@ -380,7 +382,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		return opErr(c.dev.Name, op, err)
 	}
 	if mask&QPAttrState != 0 {
-		qp.state.Store(uint32(attr.State))
+		qp.setState(attr.State)
 	}
 	return nil
 }
