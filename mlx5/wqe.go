@@ -127,3 +127,6 @@ func flowLabelToUDPSport(fl uint32) uint16 {
 	low ^= high >> 14
 	return uint16(low | 0xc000)
 }
+
+// rdma/mlx5-abi.h: enum mlx5_qp_flags, MLX5_QP_FLAG_SCATTER_CQE.
+const qpFlagScatterCQE = 1 << 1

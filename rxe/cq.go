@@ -79,7 +79,7 @@ func (q *cq) ResizeData(cqe int) uverbs.DriverData {
 
 // Resized maps the new ring (the kernel copied the pending completions into
 // it) and drops the old one, as rxe_resize_cq does.
-func (q *cq) Resized(c *uverbs.CQ, out []byte) error {
+func (q *cq) Resized(c *uverbs.CQ, out []byte, _ error) error { // compile shim: H1 implements the new contract
 	if len(out) < int(unsafe.Sizeof(abi.RxeResizeCQResp{})) {
 		return errors.New("rxe: short resize-cq response")
 	}

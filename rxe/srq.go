@@ -50,7 +50,7 @@ func (s *srq) ModifyData(attr *uverbs.SRQAttr, mask uverbs.SRQAttrMask, scratch 
 	return uverbs.DriverData{In: cmd}
 }
 
-func (s *srq) Modified(q *uverbs.SRQ, attr *uverbs.SRQAttr, mask uverbs.SRQAttrMask) error {
+func (s *srq) Modified(q *uverbs.SRQ, attr *uverbs.SRQAttr, mask uverbs.SRQAttrMask, _ error) error { // compile shim: H1 implements the new contract
 	if mask&uverbs.SRQAttrMaxWR == 0 {
 		return nil
 	}

@@ -345,7 +345,7 @@ func (cq *CQ) Resize(cqe int) error {
 		return memlockErr(c.dev.Name, "resize cq", err)
 	}
 	cq.cqe = int((*abi.ResizeCQResp)(unsafe.Pointer(&out[0])).CQE)
-	return opErr(c.dev.Name, "resize cq", cq.drv.Resized(cq, w.UHWOut))
+	return opErr(c.dev.Name, "resize cq", cq.drv.Resized(cq, w.UHWOut, nil)) // compile shim for the new CQDriver contract (H1 owns this call)
 }
 
 // Close destroys the CQ. The kernel refuses (EBUSY) while QPs or SRQs use it.

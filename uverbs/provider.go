@@ -56,9 +56,12 @@ type CQDriver interface {
 	Created(cq *CQ, out []byte) error
 	// Poll fills wc with up to len(wc) completions and returns how many.
 	Poll(wc []WC) (int, error)
-	// ResizeData and Resized bracket RESIZE_CQ.
+	// ResizeData and Resized bracket RESIZE_CQ: the provider takes whatever
+	// excludes its Poll in ResizeData; Resized is always called after it with
+	// the command's error, maps the new ring only when err == nil, and
+	// always releases.
 	ResizeData(cqe int) DriverData
-	Resized(cq *CQ, out []byte) error
+	Resized(cq *CQ, out []byte, err error) error
 	// Destroy releases the provider's resources after the kernel object is
 	// gone (destroyed, or its context closed).
 	Destroy() error
@@ -82,7 +85,7 @@ type SRQDriver interface {
 	// ModifyData is the driver request for MODIFY_SRQ (rxe needs one to
 	// resize); Modified runs after the kernel accepted it.
 	ModifyData(attr *SRQAttr, mask SRQAttrMask, scratch func(n int) []byte) DriverData
-	Modified(srq *SRQ, attr *SRQAttr, mask SRQAttrMask) error
+	Modified(srq *SRQ, attr *SRQAttr, mask SRQAttrMask, err error) error
 	PostRecv(wr []RecvWR) (int, error)
 	Destroy() error
 }

@@ -142,7 +142,7 @@ func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 	if mask&SRQAttrMaxWR != 0 {
 		s.maxWR = attr.MaxWR
 	}
-	return opErr(c.dev.Name, "modify srq", s.drv.Modified(s, &attr, mask))
+	return opErr(c.dev.Name, "modify srq", s.drv.Modified(s, &attr, mask, nil)) // compile shim for the new SRQDriver contract (H1 owns this call)
 }
 
 // Query reports the SRQ's attributes (QUERY_SRQ).
