@@ -457,3 +457,5 @@ func errnoOf(err error) uint64 {
 	}
 	return 1 << 32
 }
+
+func memPtr(b []byte) unsafe.Pointer { return unsafe.Pointer(&b[0]) }
