@@ -41,6 +41,11 @@ type Context struct {
 	dbPage []byte // current doorbell-record page
 	dbOff  int
 	dbAll  [][]byte
+
+	dynMode bool     // the kernel gave no static bfregs: UARs are UAR objects
+	dyn     []dynUAR // allocated UAR objects
+	freeBF  []*bfReg // dedicated bfregs not in use by a QP
+	cqBF    *bfReg   // the UAR CQs arm through (dynamic mode)
 }
 
 // Defaults of rdma-core providers/mlx5/mlx5.c: mlx5_alloc_context.
@@ -108,13 +113,24 @@ func (c *Context) Opened(fd *sys.FD) error {
 	if !mmio.Supported {
 		return fmt.Errorf("%w: mlx5 doorbells need amd64 or arm64 MMIO barriers", uverbs.ErrNotSupported)
 	}
+	c.fd = fd
 	if c.Resp.TotBfregs == 0 {
-		return fmt.Errorf("%w: the kernel uses dynamic UARs (MLX5_IB_OBJECT_UAR), which this provider does not allocate yet", uverbs.ErrNotSupported)
+		// Dynamic UARs (rdma-core: MLX5_CTX_FLAGS_NO_KERN_DYN_UAR unset):
+		// CQs arm through one UAR object allocated now, QPs get dedicated
+		// bfregs from further ones as they are created.
+		c.dynMode = true
+		c.mu.Lock()
+		bfs, err := c.allocDynUAR()
+		c.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		c.cqBF, c.freeBF = bfs[0], bfs[1:]
+		return nil
 	}
 	upp := max(c.Resp.NumUARsPerPage, 1)
 	gross := c.Resp.TotBfregs / nonFPBfregs * bfregsPerUAR
 	pages := int(gross / (bfregsPerUAR * upp))
-	c.fd = fd
 	for i := 0; i < pages; i++ {
 		// pgoff = (index & 0xff) | (cmd << 8) | ((index >> 8) << 16), cmd 0 = REGULAR.
 		pgoff := int64(i&0xff) | int64(i>>8)<<16
@@ -155,7 +171,15 @@ func (c *Context) Close() error {
 			first = err
 		}
 	}
-	c.uars, c.dbAll, c.bfs, c.dbPage = nil, nil, nil, nil
+	for _, u := range c.dyn {
+		if err := sys.Munmap(u.mem); err != nil && first == nil {
+			first = err
+		}
+		if err := c.destroyDynUAR(u.handle); err != nil && first == nil {
+			first = err
+		}
+	}
+	c.uars, c.dbAll, c.bfs, c.dbPage, c.dyn, c.freeBF, c.cqBF = nil, nil, nil, nil, nil, nil, nil
 	return first
 }
 
@@ -206,6 +230,16 @@ func (c *Context) NewCQ(attr *uverbs.CQInitAttr) (uverbs.CQDriver, error) {
 	*q.ring.dbrec = [2]uint32{}
 	q.ring.initCQEs()
 	q.req = abi.Mlx5CreateCQ{BufAddr: sys.Addr(buf), DBAddr: uint64(uintptr(db)), CQESize: cqeSize64}
+	if c.cqBF != nil {
+		// A page id beyond 16 bits needs MLX5_IB_ATTR_CREATE_CQ_UAR_INDEX,
+		// an attribute the uverbs CQ_CREATE does not carry yet.
+		if c.cqBF.pageID > 0xffff {
+			sys.Munmap(buf)
+			return nil, fmt.Errorf("%w: UAR page id %#x needs MLX5_IB_ATTR_CREATE_CQ_UAR_INDEX", uverbs.ErrNotSupported, c.cqBF.pageID)
+		}
+		q.req.Flags = cqFlagUARPageIndex
+		q.req.UARPageIndex = uint16(c.cqBF.pageID)
+	}
 	return q, nil
 }
 
@@ -230,7 +264,9 @@ func (q *cq) Created(_ *uverbs.CQ, out []byte) error {
 	q.ring.cqn = (*abi.Mlx5CreateCQResp)(unsafe.Pointer(&out[0])).CQN
 	// Without MLX5_IB_CREATE_CQ_FLAG_UAR_PAGE_IDX the kernel arms through
 	// the context's first UAR page.
-	if len(q.ctx.uars) > 0 {
+	if q.ctx.cqBF != nil {
+		q.ring.uar = q.ctx.cqBF.uarBase
+	} else if len(q.ctx.uars) > 0 {
 		q.ring.uar = unsafe.Pointer(&q.ctx.uars[0][0])
 	}
 	return nil

@@ -39,7 +39,7 @@ type qp struct {
 // writes the max_inline_data it can offer back into attr.Cap, which is what
 // the kernel is told.
 func (c *Context) NewQP(attr *uverbs.QPInitAttr) (uverbs.QPDriver, error) {
-	if c.bfs == nil {
+	if c.bfs == nil && !c.dynMode {
 		return nil, fmt.Errorf("%w: the mlx5 context has no UAR pages mapped", uverbs.ErrNotSupported)
 	}
 	lay, err := calcQP(attr.Type, attr.Cap, attr.SRQ != nil, &c.Resp)
@@ -93,6 +93,18 @@ func (c *Context) NewQP(attr *uverbs.QPInitAttr) (uverbs.QPDriver, error) {
 	if lay.rqWQECnt == 0 {
 		q.req.RQWQEShift = 0
 	}
+	bf, err := c.getBfreg()
+	if err != nil {
+		q.Destroy()
+		return nil, err
+	}
+	if bf != nil {
+		// Dynamic UARs: name the UAR page (rdma-core create_qp with
+		// MLX5_QP_FLAG_UAR_PAGE_INDEX); the bfreg is ours alone.
+		q.sq.bf = bf
+		q.req.Flags |= qpFlagUARPageIndex
+		q.req.BfregIndex = bf.pageID
+	}
 	return q, nil
 }
 
@@ -105,11 +117,13 @@ func (q *qp) Created(p *uverbs.QP, out []byte) error {
 	if len(out) < 4 {
 		return errors.New("mlx5: short create_qp response")
 	}
-	bfi := (*abi.Mlx5CreateQPResp)(unsafe.Pointer(&out[0])).BfregIndex
-	if int(bfi) >= len(q.ctx.bfs) {
-		return fmt.Errorf("mlx5: the kernel gave bfreg %d, the context has %d", bfi, len(q.ctx.bfs))
+	if q.sq.bf == nil {
+		bfi := (*abi.Mlx5CreateQPResp)(unsafe.Pointer(&out[0])).BfregIndex
+		if int(bfi) >= len(q.ctx.bfs) {
+			return fmt.Errorf("mlx5: the kernel gave bfreg %d, the context has %d", bfi, len(q.ctx.bfs))
+		}
+		q.sq.bf = &q.ctx.bfs[bfi]
 	}
-	q.sq.bf = &q.ctx.bfs[bfi]
 	q.sq.qpn = p.QPN()
 	q.res.qpn = p.QPN()
 	return nil
@@ -138,6 +152,8 @@ func (q *qp) Destroy() error {
 	q.ctx.mu.Lock()
 	q.ctx.rsc.clear(q.uidx)
 	q.ctx.mu.Unlock()
+	q.ctx.putBfreg(q.sq.bf)
+	q.sq.bf = nil
 	m := q.mem
 	q.mem = nil
 	return sys.Munmap(m)

@@ -32,6 +32,8 @@ type bfReg struct {
 	offset  uintptr
 	bufSize uintptr
 	uuarn   uint32
+	pageID  uint32         // dynamic UARs: the page create_cq/create_qp name
+	uarBase unsafe.Pointer // dynamic UARs: the 4 KiB UAR (CQ doorbell at +0x20)
 }
 
 // wq is a work queue's bookkeeping: rdma-core struct mlx5_wq.
