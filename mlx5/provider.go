@@ -33,6 +33,7 @@ func (provider) NewContext(d *uverbs.Device) (uverbs.ProviderContext, error) {
 type Context struct {
 	Resp abi.Mlx5AllocUcontextResp
 
+	uc     *uverbs.Context
 	mu     sync.Mutex
 	rsc    rscTable
 	fd     *sys.FD
@@ -102,14 +103,22 @@ func (c *Context) ContextResponse(out []byte) error {
 	return nil
 }
 
-// Opened maps the context's UAR pages, as rdma-core mlx5.c:
+// Opened is the hook uverbs must call right after GET_CONTEXT succeeds
+// (not wired yet: ProviderContext has no such method). It keeps the
+// context for port queries and maps the UARs (see open).
+func (c *Context) Opened(uc *uverbs.Context) error {
+	c.uc = uc
+	return c.open(uc.CmdFD())
+}
+
+// open maps the context's UAR pages, as rdma-core mlx5.c:
 // mlx5_init_context does right after GET_CONTEXT: tot_bfregs/2*4 gross
 // blue-flame registers in pages of 4 (mmap command REGULAR, index = page),
 // write-only and shared. It needs the uverbs command fd, which
 // ContextResponse does not get: uverbs must call it after GET_CONTEXT
 // (not wired yet). Kernels that honour MLX5_LIB_CAP_DYN_UAR return no static
 // bfregs; their UARs come from MLX5_IB_OBJECT_UAR, not implemented yet.
-func (c *Context) Opened(fd *sys.FD) error {
+func (c *Context) open(fd *sys.FD) error {
 	if !mmio.Supported {
 		return fmt.Errorf("%w: mlx5 doorbells need amd64 or arm64 MMIO barriers", uverbs.ErrNotSupported)
 	}

@@ -252,12 +252,37 @@ func ahAV(a *uverbs.AH) (*av, bool) {
 	return &h.av, true
 }
 
-// NewAH mirrors rdma-core verbs.c: mlx5_create_ah for RoCE (the kernel's
-// CREATE_AH driver response gives the destination MAC). The port's link
-// layer and the source GID's type are not visible to NewAH; it assumes
-// RoCE v2 when the AH is global, the common case on ConnectX Ethernet ports.
+// NewAH mirrors rdma-core verbs.c: mlx5_create_ah. On Ethernet the AV
+// must be global, RoCE v2 source GIDs get a UDP source port (from the flow
+// label, else random like libmlx5) and the destination MAC comes from the
+// CREATE_AH driver response; on InfiniBand the AV carries the LID route and
+// GRH bit. The port's link layer and the GID type come from the context
+// (Opened); without it a global AH is taken for RoCE v2.
 func (c *Context) NewAH(attr *uverbs.AHAttr) (uverbs.AHDriver, error) {
-	p := AVParams{Ethernet: attr.IsGlobal, RoCEv2: attr.IsGlobal, UDPSrcPort: uint16(0xc000 + rand.IntN(0x4000)),
+	eth, v2 := attr.IsGlobal, attr.IsGlobal
+	if c.uc != nil {
+		pa, err := c.uc.QueryPort(attr.Port)
+		if err != nil {
+			return nil, err
+		}
+		eth = pa.LinkLayer == uverbs.LinkLayerEthernet
+		v2 = false
+		if eth {
+			if !attr.IsGlobal {
+				return nil, postErr("create ah", syscall.EINVAL, "RoCE addresses must be global (IsGlobal with a GRH)")
+			}
+			gids, err := c.uc.QueryGIDTable()
+			if err != nil {
+				return nil, err
+			}
+			for _, g := range gids {
+				if g.Port == uint32(attr.Port) && g.Index == uint32(attr.GRH.SGIDIndex) {
+					v2 = g.Type == uverbs.GIDTypeRoCEv2
+				}
+			}
+		}
+	}
+	p := AVParams{Ethernet: eth, RoCEv2: v2, UDPSrcPort: uint16(0xc000 + rand.IntN(0x4000)),
 		SL: attr.SL, StaticRate: attr.StaticRate, SrcPathBits: attr.SrcPathBits, DLID: attr.DLID, IsGlobal: attr.IsGlobal,
 		SGIDIndex: attr.GRH.SGIDIndex, FlowLabel: attr.GRH.FlowLabel, HopLimit: attr.GRH.HopLimit,
 		TrafficClass: attr.GRH.TrafficClass, DGID: attr.GRH.DGID}
