@@ -108,6 +108,7 @@ type cqRing struct {
 	armSN     uint32
 	uar       unsafe.Pointer // the UAR page whose +0x20 is the CQ doorbell
 	rsc       *rscTable
+	ts        []uint64 // when set, poll stores each CQE's timestamp here
 }
 
 func (c *cqRing) cqe(i uint32) unsafe.Pointer {
@@ -145,6 +146,9 @@ func (c *cqRing) poll(wc []uverbs.WC) (int, error) {
 		mmio.FromDevice()
 		if err = c.parse(cqe, opOwn, &wc[n]); err != nil {
 			break
+		}
+		if c.ts != nil {
+			c.ts[n] = be64(*(*uint64)(unsafe.Add(cqe, offTimestamp)))
 		}
 	}
 	// update_cons_index

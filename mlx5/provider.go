@@ -47,6 +47,8 @@ type Context struct {
 	dyn     []dynUAR // allocated UAR objects
 	freeBF  []*bfReg // dedicated bfregs not in use by a QP
 	cqBF    *bfReg   // the UAR CQs arm through (dynamic mode)
+
+	clockPage []byte // the kernel's mlx5_ib_clock_info, read-only
 }
 
 // Defaults of rdma-core providers/mlx5/mlx5.c: mlx5_alloc_context.
@@ -123,6 +125,7 @@ func (c *Context) open(fd *sys.FD) error {
 		return fmt.Errorf("%w: mlx5 doorbells need amd64 or arm64 MMIO barriers", uverbs.ErrNotSupported)
 	}
 	c.fd = fd
+	c.mapClockInfo(fd)
 	if c.Resp.TotBfregs == 0 {
 		// Dynamic UARs (rdma-core: MLX5_CTX_FLAGS_NO_KERN_DYN_UAR unset):
 		// CQs arm through one UAR object allocated now, QPs get dedicated
@@ -175,7 +178,7 @@ func (c *Context) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var first error
-	for _, m := range append(c.uars, c.dbAll...) {
+	for _, m := range append(append(c.uars, c.dbAll...), c.clockPage) {
 		if err := sys.Munmap(m); err != nil && first == nil {
 			first = err
 		}
@@ -188,7 +191,7 @@ func (c *Context) Close() error {
 			first = err
 		}
 	}
-	c.uars, c.dbAll, c.bfs, c.dbPage, c.dyn, c.freeBF, c.cqBF = nil, nil, nil, nil, nil, nil, nil
+	c.uars, c.dbAll, c.bfs, c.dbPage, c.dyn, c.freeBF, c.cqBF, c.clockPage = nil, nil, nil, nil, nil, nil, nil, nil
 	return first
 }
 
