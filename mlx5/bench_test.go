@@ -20,7 +20,7 @@ func benchPost(b *testing.B, batch int) {
 	wrs := make([]uverbs.SendWR, batch)
 	for i := range wrs {
 		wrs[i] = uverbs.SendWR{WRID: uint64(i), Opcode: uverbs.WRSend, Flags: uverbs.SendInline | uverbs.SendSignaled,
-			SGL: []uverbs.SGE{{Addr: memAddr(payload), Length: 64, LKey: 1}}}
+			SGL: []uverbs.SGE{{Addr: r.bytesOf(payload), Length: 64, LKey: 1}}}
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -28,7 +28,7 @@ func benchPost(b *testing.B, batch int) {
 		if _, err := r.sq.post(wrs); err != nil {
 			b.Fatal(err)
 		}
-		r.sq.tail = r.sq.head // retire without a CQ: only the post is timed
+		r.sq.tail.Store(r.sq.head) // retire without a CQ: only the post is timed
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/WQE")
@@ -82,18 +82,18 @@ func TestPostPollAllocateNothing(t *testing.T) {
 	r := benchQP(t, 128)
 	payload := make([]byte, 64)
 	wrs := []uverbs.SendWR{{Opcode: uverbs.WRSend, Flags: uverbs.SendInline | uverbs.SendSignaled,
-		SGL: []uverbs.SGE{{Addr: memAddr(payload), Length: 64, LKey: 1}}}}
-	rwr := []uverbs.RecvWR{{SGL: []uverbs.SGE{{Addr: memAddr(payload), Length: 64, LKey: 1}}}}
+		SGL: []uverbs.SGE{{Addr: r.bytesOf(payload), Length: 64, LKey: 1}}}}
+	rwr := []uverbs.RecvWR{{SGL: []uverbs.SGE{{Addr: r.bytesOf(payload), Length: 64, LKey: 1}}}}
 	wc := make([]uverbs.WC, 4)
 	allocs := testing.AllocsPerRun(200, func() {
 		if _, err := r.sq.post(wrs); err != nil {
 			t.Fatal(err)
 		}
-		r.sq.tail = r.sq.head
+		r.sq.tail.Store(r.sq.head)
 		if _, err := r.rq.post(rwr); err != nil {
 			t.Fatal(err)
 		}
-		r.rq.tail = r.rq.head
+		r.rq.tail.Store(r.rq.head)
 		if _, err := r.scq.poll(wc); err != nil {
 			t.Fatal(err)
 		}

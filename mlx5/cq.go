@@ -3,6 +3,7 @@ package mlx5
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -63,37 +64,53 @@ type resource struct {
 }
 
 // rscTable maps user indexes to QPs: rdma-core's uidx table
-// (mlx5_store_uidx/mlx5_find_uidx), one per context.
+// (mlx5_store_uidx/mlx5_find_uidx), one per context. CQ polls read it
+// without a lock while QPs are created and destroyed under the context's:
+// stores publish a new copy of the table (creation is rare, lookups are
+// per CQE).
 type rscTable struct {
-	byUIDX []*resource
-	free   []uint32
+	tab  atomic.Pointer[[]*resource]
+	free []uint32
 }
 
 // store assigns the lowest free user index (libmlx5 hands them out from 0).
+// Callers serialise store and clear.
 func (t *rscTable) store(r *resource) (uint32, error) {
+	var cur []*resource
+	if p := t.tab.Load(); p != nil {
+		cur = *p
+	}
+	next := append([]*resource(nil), cur...)
+	var i uint32
 	if n := len(t.free); n > 0 {
-		i := t.free[n-1]
+		i = t.free[n-1]
 		t.free = t.free[:n-1]
-		t.byUIDX[i] = r
-		return i, nil
+		next[i] = r
+	} else {
+		if len(cur) >= 0xffffff {
+			return 0, postErr("create qp", syscall.ENOMEM, "no free user index")
+		}
+		i = uint32(len(cur))
+		next = append(next, r)
 	}
-	if len(t.byUIDX) >= 0xffffff {
-		return 0, postErr("create qp", syscall.ENOMEM, "no free user index")
-	}
-	t.byUIDX = append(t.byUIDX, r)
-	return uint32(len(t.byUIDX) - 1), nil
+	t.tab.Store(&next)
+	return i, nil
 }
 
 func (t *rscTable) clear(uidx uint32) {
-	if int(uidx) < len(t.byUIDX) && t.byUIDX[uidx] != nil {
-		t.byUIDX[uidx] = nil
-		t.free = append(t.free, uidx)
+	p := t.tab.Load()
+	if p == nil || int(uidx) >= len(*p) || (*p)[uidx] == nil {
+		return
 	}
+	next := append([]*resource(nil), (*p)...)
+	next[uidx] = nil
+	t.tab.Store(&next)
+	t.free = append(t.free, uidx)
 }
 
 func (t *rscTable) find(uidx uint32) *resource {
-	if int(uidx) < len(t.byUIDX) {
-		return t.byUIDX[uidx]
+	if p := t.tab.Load(); p != nil && int(uidx) < len(*p) {
+		return (*p)[uidx]
 	}
 	return nil
 }
@@ -204,7 +221,7 @@ func (c *cqRing) parse(cqe unsafe.Pointer, opOwn uint8, wc *uverbs.WC) error {
 			wc.Status = sq.copyToSendWQE(ctr, unsafe.Add(cqe, -cqeSize64), wc.ByteLen)
 		}
 		wc.WRID = sq.wrid[idx]
-		sq.tail = sq.wqeHead[idx] + 1
+		sq.tail.Store(sq.wqeHead[idx] + 1)
 	case cqeRespWrImm, cqeRespSend, cqeRespSendImm, cqeRespSendInv:
 		r, err := c.lookup(cqe)
 		if err != nil {
@@ -223,14 +240,15 @@ func (c *cqRing) parse(cqe unsafe.Pointer, opOwn uint8, wc *uverbs.WC) error {
 		if op == cqeReqErr {
 			idx := ctr & (r.sq.wqeCnt - 1)
 			wc.WRID = r.sq.wrid[idx]
-			r.sq.tail = r.sq.wqeHead[idx] + 1
+			r.sq.tail.Store(r.sq.wqeHead[idx] + 1)
 		} else if r.srq != nil {
 			wc.WRID = r.srq.wrid[ctr&(r.srq.max-1)]
 			r.srq.free(ctr)
 		} else {
 			rq := r.rq
-			wc.WRID = rq.wrid[rq.tail&(rq.wqeCnt-1)]
-			rq.tail++
+			t := rq.tail.Load()
+			wc.WRID = rq.wrid[t&(rq.wqeCnt-1)]
+			rq.tail.Store(t + 1)
 		}
 	default:
 		return &uverbs.Error{Op: "poll cq", Err: fmt.Errorf("%w: CQE opcode %d", sys.NewErrno(syscall.EIO), op)}
@@ -257,9 +275,10 @@ func (c *cqRing) responder(cqe unsafe.Pointer, opOwn uint8, r *resource, wc *uve
 		}
 	} else {
 		rq := r.rq
-		idx := rq.tail & (rq.wqeCnt - 1)
+		t := rq.tail.Load()
+		idx := t & (rq.wqeCnt - 1)
 		wc.WRID = rq.wrid[idx]
-		rq.tail++
+		rq.tail.Store(t + 1)
 		if scatter != nil {
 			status = copyToScat(rq.wqe(idx), scatter, wc.ByteLen, rq.maxGS)
 		}

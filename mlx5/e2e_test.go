@@ -120,7 +120,7 @@ func TestModelUnsignaledRetired(t *testing.T) {
 		wc := poll(t, p.a.r.scq, 1)
 		require.Equal(t, uint64(round*10+6), wc[0].WRID)
 		require.Equal(t, uverbs.WCRDMAWrite, wc[0].Opcode)
-		require.Equal(t, p.a.r.sq.head, p.a.r.sq.tail, "all seven retired")
+		require.Equal(t, p.a.r.sq.head, p.a.r.sq.tail.Load(), "all seven retired")
 	}
 }
 
@@ -188,7 +188,8 @@ func TestModelSRQ(t *testing.T) {
 	mem := alignedMem(int(2*maxN) << shift)
 	s := &srqQueue{buf: memPtr(mem), wrid: make([]uint64, 2*maxN), max: maxN, maxGS: maxGS, shift: shift, dbrec: new(uint32)}
 	s.init()
-	p.b.r.rsc.byUIDX[0].srq, p.b.r.rsc.byUIDX[0].rq = s, nil
+	res := p.b.r.rsc.find(0)
+	res.srq, res.rq = s, nil
 	p.b.srq = s
 	for round := 0; round < 5; round++ {
 		for i := 0; i < 7; i++ {

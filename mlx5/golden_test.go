@@ -59,7 +59,7 @@ func runSendFile(t *testing.T, name string) (cases int) {
 			for i := 0; i < nFill; i++ {
 				_, err := r.sq.post([]uverbs.SendWR{{Opcode: uverbs.WRSend, SGL: []uverbs.SGE{{Addr: 0x200000100, Length: 64, LKey: 0x1c043}}}})
 				require.NoError(t, err)
-				r.sq.tail = r.sq.head
+				r.sq.tail.Store(r.sq.head)
 			}
 			sendPolled = false
 		}
@@ -223,7 +223,7 @@ func TestGoldenCQEPoll(t *testing.T) {
 					}
 				}
 			default:
-				if r.rq.head == r.rq.tail {
+				if r.rq.head == r.rq.tail.Load() {
 					local = make([]byte, 256)
 					_, err := r.rq.post([]uverbs.RecvWR{{WRID: uint64(c.WCs[i].WRID), SGL: []uverbs.SGE{{Addr: r.bytesOf(local), Length: 256, LKey: lkey}}}})
 					require.NoError(t, err)

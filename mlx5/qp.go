@@ -164,7 +164,6 @@ type srq struct {
 	ctx *Context
 	mem []byte
 	req abi.Mlx5CreateSRQ
-	mu  sync.Mutex
 	q   srqQueue
 }
 
@@ -218,14 +217,10 @@ func (s *srq) Modified(_ *uverbs.SRQ, _ *uverbs.SRQAttr, mask uverbs.SRQAttrMask
 	return nil
 }
 
-// PostRecv mirrors rdma-core srq.c: mlx5_post_srq_recv. The CQ poll frees
-// WQEs under the CQ lock while this holds the SRQ lock: as in libmlx5 the
-// free list's head and tail are touched by one side each.
+// PostRecv mirrors rdma-core srq.c: mlx5_post_srq_recv, under the SRQ's
+// lock, which the CQ poll also takes to return WQEs to the free list.
 func (s *srq) PostRecv(wr []uverbs.RecvWR) (int, error) {
-	s.mu.Lock()
-	n, err := s.q.post(wr)
-	s.mu.Unlock()
-	return n, err
+	return s.q.post(wr)
 }
 
 func (s *srq) Destroy() error {

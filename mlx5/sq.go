@@ -3,6 +3,7 @@ package mlx5
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -43,18 +44,19 @@ type wq struct {
 	wqeCnt  uint32
 	maxPost uint32
 	maxGS   int
-	head    uint32 // work requests posted
-	tail    uint32 // work requests retired by polling
-	curPost uint32 // SQ: WQEBBs posted
+	head    uint32        // work requests posted
+	tail    atomic.Uint32 // work requests retired by polling (written by the CQ poll, read by post)
+	curPost uint32        // SQ: WQEBBs posted
 	shift   uint
 	buf     unsafe.Pointer
 }
 
-// overflow mirrors rdma-core qp.c: mlx5_wq_overflow, without the CQ lock:
-// this provider's CQ poll and post paths update tail and head under the
-// same QP/CQ locks the caller holds (see sendQueue.mu).
+// overflow mirrors rdma-core qp.c: mlx5_wq_overflow. The CQ poll advances
+// tail under the CQ's lock and post reads it under the queue's: an atomic
+// instead of libmlx5's retry under the CQ lock. A stale tail only reports
+// full early.
 func (w *wq) overflow(nreq uint32) bool {
-	return w.head-w.tail+nreq >= w.maxPost
+	return w.head-w.tail.Load()+nreq >= w.maxPost
 }
 
 // sendQueue is a QP's send side.

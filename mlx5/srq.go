@@ -1,6 +1,7 @@
 package mlx5
 
 import (
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -22,6 +23,7 @@ type srqQueue struct {
 	tail  uint32
 	count uint32 // the doorbell counter
 	dbrec *uint32
+	mu    sync.Mutex // post and the CQ poll's free both move the free list (libmlx5 srq->lock)
 }
 
 func (s *srqQueue) wqe(i uint32) unsafe.Pointer {
@@ -39,6 +41,8 @@ func (s *srqQueue) init() {
 // free mirrors rdma-core srq.c: mlx5_free_srq_wqe: the WQE goes to the
 // tail of the free list.
 func (s *srqQueue) free(ind uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	ind &= s.max - 1
 	*(*uint16)(unsafe.Add(s.wqe(s.tail), 2)) = be16(uint16(ind))
 	s.tail = ind
@@ -46,6 +50,8 @@ func (s *srqQueue) free(ind uint32) {
 
 // post mirrors rdma-core srq.c: mlx5_post_srq_recv.
 func (s *srqQueue) post(wrs []uverbs.RecvWR) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var nreq int
 	var err error
 	for nreq = 0; nreq < len(wrs); nreq++ {
