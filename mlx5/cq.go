@@ -126,6 +126,46 @@ type cqRing struct {
 	uar       unsafe.Pointer // the UAR page whose +0x20 is the CQ doorbell
 	rsc       *rscTable
 	ts        []uint64 // when set, poll stores each CQE's timestamp here
+
+	// Tails advanced during one poll, published once per queue and poll
+	// (an atomic store is a locked instruction on amd64).
+	pendSQ     *sendQueue
+	pendSQTail uint32
+	pendRQ     *recvQueue
+	pendRQTail uint32
+}
+
+func (c *cqRing) retireSQ(sq *sendQueue, tail uint32) {
+	if c.pendSQ != sq {
+		c.flushSQ()
+		c.pendSQ = sq
+	}
+	c.pendSQTail = tail
+}
+
+func (c *cqRing) flushSQ() {
+	if c.pendSQ != nil {
+		c.pendSQ.tail.Store(c.pendSQTail)
+		c.pendSQ = nil
+	}
+}
+
+// nextRQ returns the RQ's tail and advances it by one.
+func (c *cqRing) nextRQ(rq *recvQueue) uint32 {
+	if c.pendRQ != rq {
+		c.flushRQ()
+		c.pendRQ, c.pendRQTail = rq, rq.tail.Load()
+	}
+	t := c.pendRQTail
+	c.pendRQTail++
+	return t
+}
+
+func (c *cqRing) flushRQ() {
+	if c.pendRQ != nil {
+		c.pendRQ.tail.Store(c.pendRQTail)
+		c.pendRQ = nil
+	}
 }
 
 func (c *cqRing) cqe(i uint32) unsafe.Pointer {
@@ -168,6 +208,8 @@ func (c *cqRing) poll(wc []uverbs.WC) (int, error) {
 			c.ts[n] = be64(*(*uint64)(unsafe.Add(cqe, offTimestamp)))
 		}
 	}
+	c.flushSQ()
+	c.flushRQ()
 	// update_cons_index
 	c.dbrec[cqSetCI] = be32(c.consIndex & 0xffffff)
 	return n, err
@@ -221,7 +263,7 @@ func (c *cqRing) parse(cqe unsafe.Pointer, opOwn uint8, wc *uverbs.WC) error {
 			wc.Status = sq.copyToSendWQE(ctr, unsafe.Add(cqe, -cqeSize64), wc.ByteLen)
 		}
 		wc.WRID = sq.wrid[idx]
-		sq.tail.Store(sq.wqeHead[idx] + 1)
+		c.retireSQ(sq, sq.wqeHead[idx]+1)
 	case cqeRespWrImm, cqeRespSend, cqeRespSendImm, cqeRespSendInv:
 		r, err := c.lookup(cqe)
 		if err != nil {
@@ -240,15 +282,14 @@ func (c *cqRing) parse(cqe unsafe.Pointer, opOwn uint8, wc *uverbs.WC) error {
 		if op == cqeReqErr {
 			idx := ctr & (r.sq.wqeCnt - 1)
 			wc.WRID = r.sq.wrid[idx]
-			r.sq.tail.Store(r.sq.wqeHead[idx] + 1)
+			c.retireSQ(r.sq, r.sq.wqeHead[idx]+1)
 		} else if r.srq != nil {
 			wc.WRID = r.srq.wrid[ctr&(r.srq.max-1)]
 			r.srq.free(ctr)
 		} else {
 			rq := r.rq
-			t := rq.tail.Load()
+			t := c.nextRQ(rq)
 			wc.WRID = rq.wrid[t&(rq.wqeCnt-1)]
-			rq.tail.Store(t + 1)
 		}
 	default:
 		return &uverbs.Error{Op: "poll cq", Err: fmt.Errorf("%w: CQE opcode %d", sys.NewErrno(syscall.EIO), op)}
@@ -275,10 +316,9 @@ func (c *cqRing) responder(cqe unsafe.Pointer, opOwn uint8, r *resource, wc *uve
 		}
 	} else {
 		rq := r.rq
-		t := rq.tail.Load()
+		t := c.nextRQ(rq)
 		idx := t & (rq.wqeCnt - 1)
 		wc.WRID = rq.wrid[idx]
-		rq.tail.Store(t + 1)
 		if scatter != nil {
 			status = copyToScat(rq.wqe(idx), scatter, wc.ByteLen, rq.maxGS)
 		}
