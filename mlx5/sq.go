@@ -105,6 +105,7 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 			err = postErr("post send", syscall.EINVAL, "opcode %s is not supported", wr.Opcode)
 			break
 		}
+		op := mlx5Opcode[wr.Opcode]
 		if s.overflow(uint32(nreq)) {
 			err = errSQFull
 			break
@@ -222,7 +223,6 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 				size += dataSegSize / 16
 			}
 		}
-		op := mlx5Opcode[wr.Opcode]
 		put32(ctrl, 0, (s.curPost&0xffff)<<8|uint32(op))
 		put32(ctrl, 4, size|s.qpn<<8)
 		s.wrid[idx] = wr.WRID
@@ -243,6 +243,21 @@ func setRaddrSeg(p unsafe.Pointer, addr uint64, rkey uint32) {
 // of the ring).
 func (s *sendQueue) setInline(wr *uverbs.SendWR, seg unsafe.Pointer) (uint32, bool) {
 	p := unsafe.Add(seg, 4)
+	if len(wr.SGL) == 1 {
+		// The common case: one SGE that fits before the ring's end.
+		n := int(wr.SGL[0].Length)
+		if n > s.maxInline {
+			return 0, false
+		}
+		if n == 0 {
+			return 0, true
+		}
+		if uintptr(p)+uintptr(n) <= uintptr(s.end) {
+			copy(unsafe.Slice((*byte)(p), n), sys.BytesAt(wr.SGL[0].Addr, n))
+			put32(seg, 0, uint32(n)|inlineSegFlag)
+			return uint32(n+4+15) / 16, true
+		}
+	}
 	total := 0
 	for i := range wr.SGL {
 		n := int(wr.SGL[i].Length)
