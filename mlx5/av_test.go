@@ -13,7 +13,7 @@ import (
 func TestBuildAVNotRoCEv2(t *testing.T) {
 	ib := buildAV(AVParams{SL: 9, StaticRate: 3, SrcPathBits: 0x85, DLID: 0x1234})
 	want := make([]byte, 48)
-	want[12] = 3<<4 | 9
+	want[12] = 8<<4 | 9 // IBV_RATE_10_GBPS (3) is mlx5 rate 8
 	want[13] = 0x05
 	want[14], want[15] = 0x12, 0x34
 	require.Equal(t, hex.EncodeToString(want), hex.EncodeToString(ib[:]))
@@ -32,6 +32,13 @@ func TestBuildAVNotRoCEv2(t *testing.T) {
 	require.Equal(t, byte(5<<1), v1[12])
 	require.Equal(t, "00100000", hex.EncodeToString(v1[28:32]), "grh bit reserved on RoCE")
 	require.Equal(t, []byte{1, 2, 3, 4, 5, 6}, v1[20:26])
+}
+
+func TestMLX5Rate(t *testing.T) {
+	require.Equal(t, uint8(0), mlx5Rate(0), "port current")
+	require.Equal(t, uint8(7), mlx5Rate(2), "2.5 Gbps")
+	require.Equal(t, uint8(15), mlx5Rate(16), "100 Gbps to 120")
+	require.Equal(t, uint8(0), mlx5Rate(200), "unknown: unlimited")
 }
 
 func TestFlowLabelToUDPSport(t *testing.T) {

@@ -262,10 +262,11 @@ func (c *Context) NewAH(attr *uverbs.AHAttr) (uverbs.AHDriver, error) {
 		}
 		eth = pa.LinkLayer == uverbs.LinkLayerEthernet
 		v2 = false
+		const grhRequired = 1 // IBV_QPF_GRH_REQUIRED
+		if !attr.IsGlobal && (eth || pa.Flags&grhRequired != 0) {
+			return nil, postErr("create ah", syscall.EINVAL, "the port needs global addresses (IsGlobal with a GRH)")
+		}
 		if eth {
-			if !attr.IsGlobal {
-				return nil, postErr("create ah", syscall.EINVAL, "RoCE addresses must be global (IsGlobal with a GRH)")
-			}
 			gids, err := c.uc.QueryGIDTable()
 			if err != nil {
 				return nil, err

@@ -334,7 +334,7 @@ func (r *rig) bytesOf(b []byte) uint64 {
 	return memAddr(b)
 }
 
-func (r *rig) sendWRs(ws []vWR, dmac [6]byte, sport uint16) []uverbs.SendWR {
+func (r *rig) sendWRs(ws []vWR, port portInfo, sport uint16) []uverbs.SendWR {
 	out := make([]uverbs.SendWR, len(ws))
 	for i, w := range ws {
 		o := &out[i]
@@ -351,10 +351,10 @@ func (r *rig) sendWRs(ws []vWR, dmac [6]byte, sport uint16) []uverbs.SendWR {
 			o.SGL = append(o.SGL, uverbs.SGE{Addr: addr, Length: uint32(s.Length), LKey: uint32(s.LKey)})
 		}
 		if w.AH != nil {
-			p := AVParams{Ethernet: true, RoCEv2: true, UDPSrcPort: sport, SL: uint8(w.AH.SL), StaticRate: uint8(w.AH.StaticRate),
+			p := AVParams{Ethernet: port.eth, RoCEv2: port.eth && port.gidType[uint32(w.AH.SGIDIndex)] == 2, UDPSrcPort: sport, SL: uint8(w.AH.SL), StaticRate: uint8(w.AH.StaticRate),
 				SrcPathBits: uint8(w.AH.SrcPathBits), DLID: uint16(w.AH.DLID), IsGlobal: w.AH.IsGlobal != 0,
 				SGIDIndex: uint8(w.AH.SGIDIndex), FlowLabel: uint32(w.AH.FlowLabel), HopLimit: uint8(w.AH.HopLimit),
-				TrafficClass: uint8(w.AH.TrafficClass), DMAC: dmac}
+				TrafficClass: uint8(w.AH.TrafficClass), DMAC: port.dmac}
 			copy(p.DGID[:], w.AH.DGID)
 			a := buildAV(p)
 			o.AH = new(uverbs.AH)
@@ -396,22 +396,42 @@ func pollCase(t *testing.T, c *cqRing, cqBuf []byte, v *vCompletion) []uverbs.WC
 	return wc[:n]
 }
 
-// createAHDMAC reads the dmac the fake kernel returned for CREATE_AH.
-func createAHDMAC(t *testing.T) [6]byte {
-	var dmac [6]byte
+// portInfo is what the provider learns about the vectors' port: the link
+// layer (context.json), each GID's type (QUERY_GID_ENTRY responses in
+// commands.jsonl) and, on RoCE, the dmac CREATE_AH returned. Nothing here
+// assumes RoCE: an InfiniBand-port vector set yields eth=false and no dmac.
+type portInfo struct {
+	eth     bool
+	gidType map[uint32]uint32
+	dmac    [6]byte
+}
+
+func vectorPort(t *testing.T) portInfo {
+	var ctx struct {
+		Port1 struct {
+			LinkLayer num `json:"link_layer"`
+		} `json:"port1"`
+	}
+	loadJSON(t, "context.json", &ctx)
+	p := portInfo{eth: ctx.Port1.LinkLayer == num(uverbs.LinkLayerEthernet), gidType: map[uint32]uint32{}}
 	for _, e := range commandEvents(t) {
-		if e.Name == "CREATE_AH" && e.Errno == 0 {
-			for _, a := range e.After {
-				if a.ID == "0x1001" {
-					var resp abi.Mlx5CreateAHResp
-					copy((*[16]byte)(unsafe.Pointer(&resp))[:], a.Out)
-					return resp.DMAC
-				}
+		if e.Kind != "ioctl" || e.Errno != 0 {
+			continue
+		}
+		for _, a := range e.After {
+			switch {
+			case e.Name == "QUERY_GID_ENTRY" && a.ID == "0x0003" && len(a.Out) >= 28:
+				var g abi.GIDEntry
+				copy((*[32]byte)(unsafe.Pointer(&g))[:], a.Out)
+				p.gidType[g.GIDIndex] = g.GIDType
+			case e.Name == "CREATE_AH" && a.ID == "0x1001" && len(a.Out) >= 10:
+				var resp abi.Mlx5CreateAHResp
+				copy((*[16]byte)(unsafe.Pointer(&resp))[:], a.Out)
+				p.dmac = resp.DMAC
 			}
 		}
 	}
-	t.Fatal("no CREATE_AH in commands.jsonl")
-	return dmac
+	return p
 }
 
 type cmdAttr struct {

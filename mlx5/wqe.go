@@ -77,7 +77,7 @@ type AVParams struct {
 	RoCEv2       bool   // the source GID is RoCE v2 (Ethernet only)
 	UDPSrcPort   uint16 // RoCE v2 with flow label 0: the UDP source port (libmlx5 draws it at random in 0xC000..0xFFFF)
 	SL           uint8
-	StaticRate   uint8
+	StaticRate   uint8 // enum ibv_rate; mapped to the mlx5 rate as libmlx5 does
 	SrcPathBits  uint8
 	DLID         uint16
 	IsGlobal     bool
@@ -93,6 +93,7 @@ type AVParams struct {
 func buildAV(p AVParams) (a av) {
 	b := unsafe.Pointer(&a[0])
 	grh := uint32(0)
+	rate := mlx5Rate(p.StaticRate)
 	if p.Ethernet {
 		if p.RoCEv2 {
 			sport := p.UDPSrcPort
@@ -102,12 +103,12 @@ func buildAV(p AVParams) (a av) {
 			*(*uint16)(unsafe.Add(b, 14)) = be16(sport)
 		}
 		// RoCE packets always carry a GRH, so the bit is reserved.
-		a[12] = p.StaticRate<<4 | (p.SL&7)<<1
+		a[12] = rate<<4 | (p.SL&7)<<1
 	} else {
 		a[13] = p.SrcPathBits & 0x7f
 		*(*uint16)(unsafe.Add(b, 14)) = be16(p.DLID)
 		grh = 1
-		a[12] = p.StaticRate<<4 | p.SL&0xf
+		a[12] = rate<<4 | p.SL&0xf
 	}
 	if p.IsGlobal {
 		a[26] = p.TrafficClass
@@ -130,3 +131,15 @@ func flowLabelToUDPSport(fl uint32) uint16 {
 
 // rdma/mlx5-abi.h: enum mlx5_qp_flags, MLX5_QP_FLAG_SCATTER_CQE.
 const qpFlagScatterCQE = 1 << 1
+
+// ibToMLX5Rate is rdma-core verbs.c's ib_to_mlx5_rate_table (IB spec 1.3
+// table 224, best effort): enum ibv_rate to the AV's stat_rate.
+var ibToMLX5Rate = [...]uint8{0, 0, 7, 8, 9, 10, 11, 12, 13, 14, 15, 11, 13, 15, 0, 9, 15, 0, 0, 9, 13, 0, 0}
+
+// mlx5Rate mirrors rdma-core verbs.c: ah_attr_to_mlx5_rate.
+func mlx5Rate(r uint8) uint8 {
+	if int(r) >= len(ibToMLX5Rate) {
+		return 0
+	}
+	return ibToMLX5Rate[r]
+}
