@@ -94,6 +94,7 @@ func TestGoldenCreateQPDriverData(t *testing.T) {
 		require.Equal(t, maskAddrs(want[i]), maskAddrs(dd.In), f)
 		require.Equal(t, 40, dd.OutLen)
 		require.Equal(t, uint32(v.ReturnedCap.MaxInlineData), attr.Cap.MaxInlineData, f)
+		require.Equal(t, v.ReturnedCap.qpCap(), d.(*qp).Cap(), "%s: caps reported", f)
 		defer d.Destroy()
 	}
 }
@@ -111,4 +112,5 @@ func TestGoldenCreateSRQDriverData(t *testing.T) {
 	// libmlx5 tells the kernel max_wr 31, max_sge 3 (commands.jsonl).
 	require.Equal(t, uint32(31), attr.MaxWR)
 	require.Equal(t, uint32(3), attr.MaxSGE)
+	require.Equal(t, uverbs.SRQAttr{MaxWR: 15, MaxSGE: 3}, d.(*srq).Attr(), "srq_recv.json returned_max_wr/sge")
 }

@@ -296,3 +296,14 @@ func (a *ah) Created(_ *uverbs.AH, out []byte) error {
 	}
 	return nil
 }
+
+// Cap is what libmlx5 reports back to the application for this QP (its
+// own sizes, e.g. max_send_wr 21 where the kernel echoes the 16 asked for):
+// the value uverbs should give QP.Cap once it asks providers (not wired).
+func (q *qp) Cap() uverbs.QPCap { return q.lay.cap }
+
+// Attr is what libmlx5 reports back for this SRQ: max_wr is the free
+// list's usable length, not the 2*max-1 the kernel was told.
+func (s *srq) Attr() uverbs.SRQAttr {
+	return uverbs.SRQAttr{MaxWR: s.q.max - 1, MaxSGE: uint32(s.q.maxGS)}
+}
