@@ -148,16 +148,16 @@ type Mlx5CreateAHResp struct {
 // Mlx5ClockInfo mirrors C: struct mlx5_ib_clock_info (rdma/mlx5-abi.h), the
 // read-only page mmapped with MLX5_IB_MMAP_CLOCK_INFO.
 type Mlx5ClockInfo struct {
-	_         structs.HostLayout
-	Sign      uint32 `c:"sign"`
-	Resv      uint32 `c:"resv"`
-	NSec      uint64 `c:"nsec"`
-	Cycles    uint64 `c:"cycles"`
-	Frac      uint64 `c:"frac"`
-	Mult      uint32 `c:"mult"`
-	Shift     uint32 `c:"shift"`
-	Mask      uint64 `c:"mask"`
-	Overflow  uint64 `c:"overflow_period"`
+	_        structs.HostLayout
+	Sign     uint32 `c:"sign"`
+	Resv     uint32 `c:"resv"`
+	NSec     uint64 `c:"nsec"`
+	Cycles   uint64 `c:"cycles"`
+	Frac     uint64 `c:"frac"`
+	Mult     uint32 `c:"mult"`
+	Shift    uint32 `c:"shift"`
+	Mask     uint64 `c:"mask"`
+	Overflow uint64 `c:"overflow_period"`
 }
 
 var (
