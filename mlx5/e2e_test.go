@@ -278,3 +278,25 @@ func TestModelCQOverrun(t *testing.T) {
 	}
 	poll(t, p.a.r.scq, 0)
 }
+
+// A compressed CQE (format 3) is refused with ErrCQECompression and not
+// consumed; a CQE naming an unknown user index is an error, not a panic.
+func TestPollRefusesCompressedAndUnknown(t *testing.T) {
+	p := newPair(t, uverbs.QPTypeRC, 4, 4, 8)
+	c := p.a.r.scq
+	cqe := c.cqe(0)
+	put32(cqe, offSopDropQP, uint32(opSend)<<24|p.a.qpn)
+	*(*uint8)(unsafeAdd(cqe, offOpOwn)) = cqeReq<<4 | cqeCompressed
+	wc := make([]uverbs.WC, 2)
+	n, err := c.poll(wc)
+	require.ErrorIs(t, err, ErrCQECompression)
+	require.Equal(t, 0, n)
+	require.Equal(t, uint32(0), c.consIndex, "not consumed")
+
+	*(*uint8)(unsafeAdd(cqe, offOpOwn)) = cqeReq << 4
+	put32(cqe, offSrqnUidx, 77)
+	n, err = c.poll(wc)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "user index 0x4d")
+	require.Equal(t, 0, n)
+}

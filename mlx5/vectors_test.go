@@ -479,3 +479,5 @@ func errnoOf(err error) uint64 {
 }
 
 func memPtr(b []byte) unsafe.Pointer { return unsafe.Pointer(&b[0]) }
+
+func unsafeAdd(p unsafe.Pointer, off int) unsafe.Pointer { return unsafe.Add(p, off) }
