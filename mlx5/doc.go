@@ -1,5 +1,28 @@
 // Package mlx5 is the NVIDIA ConnectX (mlx5_ib) provider: it registers itself
-// with uverbs for kernel driver id RDMA_DRIVER_MLX5 (1) and supplies the
-// alloc_ucontext request (struct mlx5_ib_alloc_ucontext_req_v2). Its direct
-// datapath (UAR/BlueFlame doorbells, WQE and CQE rings) runs on hardware only.
+// with uverbs for kernel driver id RDMA_DRIVER_MLX5 (1) and runs the direct
+// datapath the way rdma-core's libmlx5 (providers/mlx5) does, without cgo:
+//
+//   - context: the alloc_ucontext request libmlx5 sends (16 bfregs, 4 low
+//     latency, CQE version 1, 4K UARs and dynamic UARs), static UAR pages
+//     mapped by index or, on kernels that honour dynamic UARs, UAR objects
+//     (MLX5_IB_OBJECT_UAR); doorbell records one per cache line in
+//     page-aligned anonymous pages; the clock-info page for timestamps.
+//   - CQ, QP (RC, UC, UD) and SRQ creation with libmlx5's driver data and
+//     buffer geometry (RQ first, SQ after it, power-of-two rings, the send
+//     WQE size and max_inline_data libmlx5 computes, scatter-to-CQE on).
+//   - post: WQEs in 64-byte basic blocks (ctrl, remote address, atomic,
+//     datagram, data and inline segments), the doorbell record, then an
+//     8-byte doorbell or a BlueFlame copy with alternating register halves,
+//     with the barriers of rdma-core's udma_barrier.h (internal/mmio).
+//   - poll: CQE64 ownership, opcodes, error syndromes, QP lookup by user
+//     index, wqe_counter to wr_id, data scattered into the CQE; arm through
+//     the UAR's CQ doorbell; compressed CQEs are refused (never requested).
+//
+// Golden tests replay the bytes real libmlx5 44 wrote over an emulated
+// kernel (../shared/vectors/mlx5, or $IBGO_MLX5_VECTORS), and a test-only
+// device model executes WQEs between QPs and writes CQEs.
+//
+// Not done: CQ resize and SRQ resize (ErrNotSupported), memory windows,
+// 128-byte CQEs, CQE compression, DEVX. See Context.Opened for the hook
+// uverbs has to call after GET_CONTEXT.
 package mlx5

@@ -44,6 +44,9 @@ type SRQ struct {
 	srqn   uint32
 }
 
+// PD returns the protection domain the SRQ was created in.
+func (s *SRQ) PD() *PD { return s.pd }
+
 // MaxWR and MaxSGE are the sizes the kernel granted.
 func (s *SRQ) MaxWR() uint32  { return s.maxWR.Load() }
 func (s *SRQ) MaxSGE() uint32 { return s.maxSGE }

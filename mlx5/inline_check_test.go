@@ -1,0 +1,58 @@
+package mlx5
+
+import (
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/uverbs"
+)
+
+// An inline send whose SGE does not lie in memory registered under its lkey
+// (an MR with a custom IOVA, another key, past the end) is refused with
+// EINVAL and nothing is posted: libmlx5 would memcpy from the address and
+// fault the process.
+func TestInlineFromUnregisteredMemoryIsEINVAL(t *testing.T) {
+	r := benchQP(t, 16)
+	payload := make([]byte, 64)
+	reg := r.bytesOf(payload)
+	r.sq.local = func(lkey uint32, addr uint64, n int) []byte {
+		if lkey != 1 || addr < reg || addr+uint64(n) > reg+64 {
+			return nil
+		}
+		return payload[addr-reg : addr-reg+uint64(n)]
+	}
+	for name, sgl := range map[string][]uverbs.SGE{
+		"unknown address": {{Addr: 0x10000000, Length: 16, LKey: 1}},
+		"other key":       {{Addr: reg, Length: 16, LKey: 2}},
+		"past the end":    {{Addr: reg + 60, Length: 16, LKey: 1}},
+	} {
+		head := r.sq.head
+		n, err := r.sq.post([]uverbs.SendWR{{Opcode: uverbs.WRSend, Flags: uverbs.SendInline, SGL: sgl}})
+		require.ErrorIs(t, err, syscall.EINVAL, name)
+		require.Equal(t, 0, n, name)
+		require.Equal(t, head, r.sq.head, "%s: nothing posted", name)
+	}
+	n, err := r.sq.post([]uverbs.SendWR{{Opcode: uverbs.WRSend, Flags: uverbs.SendInline,
+		SGL: []uverbs.SGE{{Addr: reg, Length: 64, LKey: 1}}}})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+}
+
+// Scatter-to-CQE writes a received payload into the receive WQE's buffers:
+// a buffer that is not registered memory completes with a local protection
+// error instead of a write through a wild address.
+func TestScatterToUnregisteredMemoryIsLocProt(t *testing.T) {
+	data := []byte("0123456789abcdef0123456789abcdef")
+	scat := make([]byte, dataSegSize)
+	put32(memPtr(scat), 0, 32)
+	put32(memPtr(scat), 4, 9)
+	put64(memPtr(scat), 8, 0x10000000)
+	refuse := func(uint32, uint64, int) []byte { return nil }
+	require.Equal(t, uverbs.WCLocProtErr, copyToScat(refuse, memPtr(scat), memPtr(data), 32, 1))
+	dst := make([]byte, 32)
+	accept := func(uint32, uint64, int) []byte { return dst }
+	require.Equal(t, uverbs.WCSuccess, copyToScat(accept, memPtr(scat), memPtr(data), 32, 1))
+	require.Equal(t, data, dst)
+}
