@@ -23,6 +23,6 @@
 // device model executes WQEs between QPs and writes CQEs.
 //
 // Not done: CQ resize and SRQ resize (ErrNotSupported), memory windows,
-// 128-byte CQEs, CQE compression, DEVX. See Context.Opened for the hook
-// uverbs has to call after GET_CONTEXT.
+// 128-byte CQEs, CQE compression, DEVX. uverbs.Open calls Context.Opened
+// (uverbs.ContextOpener) after GET_CONTEXT to map the UARs and clock page.
 package mlx5

@@ -105,9 +105,11 @@ func (c *Context) ContextResponse(out []byte) error {
 	return nil
 }
 
-// Opened is the hook uverbs must call right after GET_CONTEXT succeeds
-// (not wired yet: ProviderContext has no such method). It keeps the
-// context for port queries and maps the UARs (see open).
+// Opened is uverbs.ContextOpener: uverbs.Open calls it right after
+// GET_CONTEXT succeeds. It keeps the context for port queries and maps the
+// UARs (see open).
+var _ uverbs.ContextOpener = (*Context)(nil)
+
 func (c *Context) Opened(uc *uverbs.Context) error {
 	c.uc = uc
 	return c.open(uc.CmdFD())

@@ -82,6 +82,12 @@ func (d *Device) Open() (*Context, error) {
 		c.closeLocked()
 		return nil, opErr(d.Name, "get context", err)
 	}
+	if o, ok := pc.(ContextOpener); ok {
+		if err := o.Opened(c); err != nil {
+			c.closeLocked()
+			return nil, opErr(d.Name, "open "+p.Name()+" context", err)
+		}
+	}
 	return c, nil
 }
 

@@ -54,6 +54,16 @@ type ProviderContext interface {
 	NewAH(attr *AHAttr) (AHDriver, error)
 }
 
+// ContextOpener is implemented by a ProviderContext that needs the open
+// Context once GET_CONTEXT has succeeded, before any object is created:
+// mlx5 maps its UAR (doorbell) pages and the clock-info page through the
+// command fd there (rdma-core providers/mlx5/mlx5.c: mlx5_init_context runs
+// after the GET_CONTEXT command for the same reason). An error closes the
+// context.
+type ContextOpener interface {
+	Opened(c *Context) error
+}
+
 // DriverData is the provider-specific part of a create command: the request
 // bytes (UHW_IN) and the size of the response to expect (UHW_OUT).
 type DriverData struct {
