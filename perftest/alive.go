@@ -1,24 +1,20 @@
 package perftest
 
 import (
-	"errors"
 	"net"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 )
 
-// errPeerGone ends a loop that waits on the peer (a spin on memory the peer
-// writes, a receive CQ) when the peer's process is gone: its kernel closed
-// the out-of-band TCP connection. perftest spins forever there.
-var errPeerGone = errors.New(" The peer closed the out-of-band connection during the test (it exited or was killed); stopping")
+// The loops that wait on the peer (a spin on memory the peer writes, a
+// receive CQ) stop when the peer's process is gone: its kernel closed the
+// out-of-band TCP connection. perftest spins forever there.
 
 // watchdog checks the control connection for a hang-up without reading
 // from it (the exchange after the test still needs its bytes).
 type watchdog struct {
-	fd    int
+	rc    syscall.RawConn // nil: nothing to watch
 	spins uint32
 	next  int64
-	pfd   [1]unix.PollFd
 }
 
 const (
@@ -27,39 +23,46 @@ const (
 )
 
 func (e *engine) startWatchdog() {
-	e.wd.fd = -1
-	tc, ok := e.oob.c.(*net.TCPConn)
-	if !ok {
-		return
+	if tc, ok := e.sess.oob.c.(*net.TCPConn); ok {
+		if rc, err := tc.SyscallConn(); err == nil {
+			e.sess.wd.rc = rc
+		}
 	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return
-	}
-	rc.Control(func(fd uintptr) { e.wd.fd = int(fd) })
 }
 
 // peerGone is cheap enough for every spin: a counter in the caller's loop
 // (it inlines), a clock read every 4096 spins, a poll at most every 100 ms.
 func (e *engine) peerGone() bool {
-	e.wd.spins++
-	if e.wd.spins%watchEvery != 0 {
+	e.sess.wd.spins++
+	if e.sess.wd.spins%watchEvery != 0 {
 		return false
 	}
 	return e.peerGoneCheck()
 }
 
+// peerGoneCheck also ends the loops when the run's context is cancelled
+// (Run reports the context's error then, not a dead peer).
 func (e *engine) peerGoneCheck() bool {
-	w := &e.wd
-	if w.fd < 0 {
-		return false
-	}
-	now := e.now()
+	w := &e.sess.wd
+	now := clk.now()
 	if now < w.next {
 		return false
 	}
 	w.next = now + watchInterval
-	w.pfd[0] = unix.PollFd{Fd: int32(w.fd), Events: unix.POLLRDHUP}
-	n, err := unix.Poll(w.pfd[:], 0)
-	return err == nil && n > 0 && w.pfd[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+	if e.ctx.Err() != nil {
+		return true
+	}
+	if w.rc == nil {
+		return false
+	}
+	gone, err := peerHungUp(w.rc)
+	return gone || err != nil
+}
+
+// goneErr is the error a loop returns when peerGone said stop.
+func (e *engine) goneErr() error {
+	if err := e.ctx.Err(); err != nil {
+		return err
+	}
+	return errPeerGone()
 }

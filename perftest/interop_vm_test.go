@@ -39,7 +39,7 @@ func (s side) String() string {
 // goSide runs ibgo's test in this process.
 func goSide(t Test, args []string) side {
 	var o, e bytes.Buffer
-	code := Run(t, "ib_"+t.Name(), args, &o, &e)
+	code := Main(context.Background(), t, "ib_"+t.Name(), args, &o, &e)
 	return side{code, o.String(), e.String()}
 }
 
@@ -413,6 +413,7 @@ func TestPeerKilled(t *testing.T) {
 			done := make(chan side, 1)
 			var cmd *exec.Cmd
 			var cout *bytes.Buffer
+			sent0 := sentPkts(t, vm.Dev)
 			if tc.goServer {
 				go func() { done <- goSide(test, common) }()
 				for !listening(port) {
@@ -423,7 +424,10 @@ func TestPeerKilled(t *testing.T) {
 				cmd, cout, _ = cSide(ctx, t, test, common)
 				go func() { done <- goSide(test, append(common, vm.IP)) }()
 			}
-			time.Sleep(2 * time.Second) // well into the iterations
+			// Kill the peer once the data phase is well under way: the
+			// device has sent 2000 packets since the sides started (the
+			// exchange before the data phase sends none).
+			waitSent(t, vm.Dev, sent0+2000, done)
 			select {
 			case s := <-done:
 				t.Fatalf("Go side ended before the peer was killed: %s\nC: %s", s, cout)
@@ -442,6 +446,34 @@ func TestPeerKilled(t *testing.T) {
 				t.Fatal("the Go side did not notice the dead peer")
 			}
 		})
+	}
+}
+
+// sentPkts reads rxe's count of packets the device sent.
+func sentPkts(t *testing.T, dev string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/sys/class/infiniband", dev, "ports/1/hw_counters/sent_pkts"))
+	require.NoError(t, err)
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	require.NoError(t, err)
+	return n
+}
+
+// waitSent waits until the device has sent at least n packets, failing the
+// test when the Go side ends first or 30 s pass.
+func waitSent(t *testing.T, dev string, n uint64, done chan side) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for sentPkts(t, dev) < n {
+		select {
+		case s := <-done:
+			t.Fatalf("Go side ended before the data phase was under way: %s", s)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the device sent fewer than %d packets in 30 s", n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -65,5 +68,9 @@ func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	if os.Getenv("GOMAXPROCS") == "" {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	}
-	return perftest.Run(t, "ib_"+t.Name(), args, stdout, stderr)
+	// Ctrl-C (or SIGTERM) ends the run through its context: the QPs and
+	// the connection are closed in order and the peer sees the close.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return perftest.Main(ctx, t, "ib_"+t.Name(), args, stdout, stderr)
 }
