@@ -229,6 +229,8 @@ var interopCases = []interopCase{
 	// (Not with -Q: perftest's warm-up then waits for a completion per work
 	// request, most of them unsignalled, and hangs; ibgo's signals each.)
 	{"write_bw_warmup", "write_bw", []string{"-n", "300", "--perform_warm_up"}, 1},
+	{"write_bw_warmup_postlist", "write_bw", []string{"-n", "320", "-l", "4", "--perform_warm_up"}, 1},
+	{"send_bw_srq_q2", "send_bw", []string{"-n", "300", "-q", "2", "--use-srq"}, 1},
 	{"write_bw_cpu_util", "write_bw", []string{"-D", "2", "--cpu_util"}, 1},
 	{"send_bw_msgrate", "send_bw", []string{"-n", "300", "--output=message_rate"}, -1},
 	{"write_lat_output_latency", "write_lat", []string{"-n", "300", "--output=latency"}, -1},
@@ -492,6 +494,12 @@ func TestIbgoPairs(t *testing.T) {
 		{"write_bw", []string{"-n", "300"}},
 		{"send_lat", []string{"-D", "2"}},
 		{"send_bw", []string{"-c", "UD", "-n", "300", "-s", "1024"}},
+		// issue 9 #3: an SRQ shared by several QPs (hung: one QP's share
+		// of receives was posted, all with wr_id 0)
+		{"send_bw", []string{"-n", "300", "-q", "2", "--use-srq"}},
+		{"send_bw", []string{"-n", "300", "-q", "3", "-r", "64", "--use-srq"}},
+		// issue 9 #4: warm-up with a post list (spun forever)
+		{"write_bw", []string{"-n", "320", "-l", "4", "--perform_warm_up"}},
 	} {
 		t.Run(tc.test+strings.Join(tc.args, ""), func(t *testing.T) {
 			test, ok := TestByName(tc.test)
