@@ -229,7 +229,6 @@ var interopCases = []interopCase{
 	// (Not with -Q: perftest's warm-up then waits for a completion per work
 	// request, most of them unsignalled, and hangs; ibgo's signals each.)
 	{"write_bw_warmup", "write_bw", []string{"-n", "300", "--perform_warm_up"}, 1},
-	{"write_bw_warmup_postlist", "write_bw", []string{"-n", "320", "-l", "4", "--perform_warm_up"}, 1},
 	{"send_bw_srq_q2", "send_bw", []string{"-n", "300", "-q", "2", "--use-srq"}, 1},
 	{"write_bw_cpu_util", "write_bw", []string{"-D", "2", "--cpu_util"}, 1},
 	{"send_bw_msgrate", "send_bw", []string{"-n", "300", "--output=message_rate"}, -1},
