@@ -83,6 +83,9 @@ func (e *engine) close() {
 	r.mem.Close()
 	r.pd.Close()
 	e.hw.ctx.Close()
+	if e.sess.stopCancel != nil {
+		e.sess.stopCancel()
+	}
 	if e.sess.oob != nil {
 		e.sess.oob.Close()
 	}
