@@ -53,7 +53,16 @@ type Dest struct {
 
 // encode renders the key message: perftest_communication.h KEY_PRINT_FMT
 // (59 bytes) or KEY_PRINT_FMT_GID (108 bytes), NUL included.
-func (d Dest) encode(withGID bool) []byte {
+// keyForm is which of perftest's two key messages a side sends.
+type keyForm bool
+
+const (
+	keyNoGID   keyForm = false // 59 bytes: InfiniBand without -x
+	keyWithGID keyForm = true  // 108 bytes: RoCE, or -x
+)
+
+func (d Dest) encode(form keyForm) []byte {
+	withGID := form == keyWithGID
 	var s string
 	if !withGID {
 		s = fmt.Sprintf("%04x:%04x:%06x:%06x:%08x:%016x:%08x", d.LID, d.OutReads, d.QPN, d.PSN, d.RKey, d.VAddr, d.SRQN)
@@ -271,7 +280,8 @@ type paramSummary struct {
 	RunInf   bool   `json:"run_infinitely"`
 }
 
-func summarize(p *Config, withGID bool) paramSummary {
+func summarize(p *Config, form keyForm) paramSummary {
+	withGID := form == keyWithGID
 	s := paramSummary{Test: p.Test.Name(), Conn: p.Conn.String(), Size: p.Size, All: p.All, Iters: p.Iters,
 		Duration: p.Duration, Bidir: p.Bidir, QPs: p.NumQPs, GID: withGID, PostList: p.PostList, RunInf: p.RunInf}
 	if p.Test.Verb == Atomic {
@@ -359,7 +369,7 @@ func (o *oob) readKey() (Dest, error) {
 
 // handshake is ctx_hand_shake: one key message each way.
 func (o *oob) handshake(mine Dest) (Dest, error) {
-	msg := mine.encode(o.withGID)
+	msg := mine.encode(keyForm(o.withGID))
 	if o.client {
 		o.c.SetWriteDeadline(time.Now().Add(o.deadline))
 		if _, err := o.c.Write(msg); err != nil {
@@ -477,7 +487,7 @@ func (e *engine) establish() error {
 			return &Error{Kind: KindConfig, op: opUDSize, Value: e.hw.mtu.Bytes()}
 		}
 	}
-	return e.sess.oob.compareParams(summarize(p, e.hw.withGID))
+	return e.sess.oob.compareParams(summarize(p, keyForm(e.hw.withGID)))
 }
 
 func (e *engine) waitBanner() {

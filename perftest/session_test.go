@@ -16,7 +16,7 @@ import (
 
 func TestKeyMessages(t *testing.T) {
 	d := Dest{LID: 0x12, OutReads: 0x80, QPN: 0x11, PSN: 0x827472, RKey: 0x398, VAddr: 0x7f3f9bdae000, SRQN: 0}
-	b := d.encode(false)
+	b := d.encode(keyNoGID)
 	require.Len(t, b, keyLen)
 	// KEY_PRINT_FMT as perftest prints it; the message ends in NULs.
 	assert.Equal(t, "0012:0080:000011:827472:00000398:00007f3f9bdae000:00000000", strings.TrimRight(string(b), "\x00"))
@@ -27,7 +27,7 @@ func TestKeyMessages(t *testing.T) {
 	g, err := uverbs.ParseGID("10.0.0.1")
 	require.NoError(t, err)
 	d.GID = g
-	b = d.encode(true)
+	b = d.encode(keyWithGID)
 	require.Len(t, b, keyLenGID)
 	assert.Equal(t, "0012:0080:000011:827472:00000398:00007f3f9bdae000:00:00:00:00:00:00:00:00:00:00:ff:ff:0a:00:00:01:00000000:", strings.TrimRight(string(b), "\x00"))
 	got, err = decodeDest(b)
@@ -41,8 +41,8 @@ func TestKeyMessages(t *testing.T) {
 }
 
 func FuzzDecodeDest(f *testing.F) {
-	f.Add(Dest{QPN: 1, PSN: 2}.encode(false))
-	f.Add(Dest{QPN: 1, PSN: 2, GID: uverbs.GID{15: 1}}.encode(true))
+	f.Add(Dest{QPN: 1, PSN: 2}.encode(keyNoGID))
+	f.Add(Dest{QPN: 1, PSN: 2, GID: uverbs.GID{15: 1}}.encode(keyWithGID))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := decodeDest(b)
 		if err != nil {
@@ -50,7 +50,7 @@ func FuzzDecodeDest(f *testing.F) {
 		}
 		// Whatever parses re-encodes to something that parses the same.
 		for _, g := range []bool{false, true} {
-			d2, err := decodeDest(d.encode(g))
+			d2, err := decodeDest(d.encode(keyForm(g)))
 			if err != nil {
 				t.Fatalf("re-encoded %+v does not parse: %v", d, err)
 			}
@@ -107,12 +107,12 @@ func TestParamMismatchBetweenIbgoPeers(t *testing.T) {
 		if err := cli.versions(); err != nil {
 			return err
 		}
-		return cli.compareParams(summarize(&pc.Config, true))
+		return cli.compareParams(summarize(&pc.Config, keyWithGID))
 	}, func() error {
 		if err := srv.versions(); err != nil {
 			return err
 		}
-		return srv.compareParams(summarize(&ps.Config, true))
+		return srv.compareParams(summarize(&ps.Config, keyWithGID))
 	})
 	for _, err := range []error{e1, e2} {
 		require.Error(t, err)
