@@ -7,6 +7,8 @@ import (
 	"strings"
 )
 
+// ParseError is a command line perftest refuses; Msg is printed as
+// perftest prints it (PrintError). A plain value.
 type ParseError struct {
 	Msg       string
 	ShowUsage bool
@@ -22,7 +24,7 @@ var (
 	errVersion = &ParseError{Msg: "version"}
 )
 
-// Command is a parsed perftest command line.
+// Command is a parsed perftest command line (a plain value).
 type Command struct {
 	Config           // validated and derived: Run it as it is
 	Help    bool     // -h: print Usage instead

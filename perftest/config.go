@@ -28,7 +28,7 @@ const (
 	LAT
 )
 
-// Test names one of the eight perftest programs.
+// Test names one of the eight perftest programs (a plain value).
 type Test struct {
 	Verb Verb
 	Kind Kind

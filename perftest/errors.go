@@ -100,7 +100,8 @@ var opNames = map[op]string{
 	opPeerGone: "run the test", opStall: "receive", opWarmUp: "warm up", opCheck: "check the configuration",
 }
 
-// Error is why a run failed. It carries the facts; perftest's wording for
+// Error is why a run failed (a value: safe to read from any goroutine).
+// It carries the facts; perftest's wording for
 // them is applied when the error is printed (PrintError), so scripts that
 // parse perftest's stderr keep working. Which fields are set depends on
 // Kind and the operation.

@@ -463,7 +463,8 @@ func (e *engine) cpuTail() {
 // cG is C's %g for the histogram dumps.
 func cG(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 
-// Record is one --json line / --out_json entry.
+// Record is one --json line / --out_json entry, and one size of a
+// Result: a plain value.
 type Record struct {
 	Test       string             `json:"test"`
 	Role       string             `json:"role"`
