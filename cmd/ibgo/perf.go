@@ -1,21 +1,24 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/ibgo/ibgo/internal/perf"
+	"github.com/ibgo/ibgo/perftest"
 )
 
 func init() {
 	var names []string
-	for _, t := range perf.Tests {
+	for _, t := range perftest.Tests {
 		names = append(names, t.Name())
 	}
 	register(&cli.Command{
@@ -35,7 +38,7 @@ func init() {
 				}
 				return nil
 			}
-			t, ok := perf.TestByName(args[0])
+			t, ok := perftest.TestByName(args[0])
 			if !ok {
 				return fail(1, "perf: unknown test %q; tests are %s", args[0], strings.Join(names, ", "))
 			}
@@ -49,21 +52,25 @@ func init() {
 
 // perftestProgram reports which test a program name (argv[0]) is, when ibgo
 // is installed as ib_write_bw and the like.
-func perftestProgram(argv0 string) (perf.Test, bool) {
+func perftestProgram(argv0 string) (perftest.Test, bool) {
 	base := filepath.Base(argv0)
 	if !strings.HasPrefix(base, "ib_") {
-		return perf.Test{}, false
+		return perftest.Test{}, false
 	}
-	return perf.TestByName(base)
+	return perftest.TestByName(base)
 }
 
 // runPerf runs a perftest test as this process's only work. Like perftest it
 // is one thread of execution, so it runs on one P (unless GOMAXPROCS says
 // otherwise): when the loop yields, the runtime has no idle P to wake a
 // thread for, and no spare thread spins beside the kernel's RDMA work.
-func runPerf(t perf.Test, args []string, stdout, stderr io.Writer) int {
+func runPerf(t perftest.Test, args []string, stdout, stderr io.Writer) int {
 	if os.Getenv("GOMAXPROCS") == "" {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	}
-	return perf.Run(t, "ib_"+t.Name(), args, stdout, stderr)
+	// Ctrl-C (or SIGTERM) ends the run through its context: the QPs and
+	// the connection are closed in order and the peer sees the close.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return perftest.Main(ctx, t, "ib_"+t.Name(), args, stdout, stderr)
 }

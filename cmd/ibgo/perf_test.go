@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ibgo/ibgo/internal/perf"
+	"github.com/ibgo/ibgo/perftest"
 )
 
 // Installed as a link named after a perftest program, ibgo is that program.
@@ -15,7 +15,7 @@ func TestPerftestProgramNames(t *testing.T) {
 		var out, errb bytes.Buffer
 		code := run([]string{argv0, "-V"}, &out, &errb)
 		require.Equal(t, 0, code, errb.String())
-		require.Equal(t, "Version: "+perf.Version+"\n", out.String())
+		require.Equal(t, "Version: "+perftest.Version+"\n", out.String())
 	}
 	var out, errb bytes.Buffer
 	code := run([]string{"ib_write_bw", "-s", "0"}, &out, &errb)
@@ -30,7 +30,7 @@ func TestPerftestProgramNames(t *testing.T) {
 func TestPerfSubcommand(t *testing.T) {
 	code, out, _ := runIbgo(t, "perf", "write_bw", "-V")
 	require.Equal(t, 0, code)
-	require.Equal(t, "Version: "+perf.Version+"\n", out)
+	require.Equal(t, "Version: "+perftest.Version+"\n", out)
 
 	code, out, _ = runIbgo(t, "perf", "read_lat", "--help")
 	require.Equal(t, 0, code)

@@ -1,4 +1,4 @@
-package perf
+package perftest
 
 import (
 	"bufio"
@@ -39,7 +39,7 @@ func (s side) String() string {
 // goSide runs ibgo's test in this process.
 func goSide(t Test, args []string) side {
 	var o, e bytes.Buffer
-	code := Run(t, "ib_"+t.Name(), args, &o, &e)
+	code := Main(context.Background(), t, "ib_"+t.Name(), args, &o, &e)
 	return side{code, o.String(), e.String()}
 }
 
@@ -229,6 +229,7 @@ var interopCases = []interopCase{
 	// (Not with -Q: perftest's warm-up then waits for a completion per work
 	// request, most of them unsignalled, and hangs; ibgo's signals each.)
 	{"write_bw_warmup", "write_bw", []string{"-n", "300", "--perform_warm_up"}, 1},
+	{"send_bw_srq_q2", "send_bw", []string{"-n", "300", "-q", "2", "--use-srq"}, 1},
 	{"write_bw_cpu_util", "write_bw", []string{"-D", "2", "--cpu_util"}, 1},
 	{"send_bw_msgrate", "send_bw", []string{"-n", "300", "--output=message_rate"}, -1},
 	{"write_lat_output_latency", "write_lat", []string{"-n", "300", "--output=latency"}, -1},
@@ -413,6 +414,7 @@ func TestPeerKilled(t *testing.T) {
 			done := make(chan side, 1)
 			var cmd *exec.Cmd
 			var cout *bytes.Buffer
+			sent0 := sentPkts(t, vm.Dev)
 			if tc.goServer {
 				go func() { done <- goSide(test, common) }()
 				for !listening(port) {
@@ -423,7 +425,10 @@ func TestPeerKilled(t *testing.T) {
 				cmd, cout, _ = cSide(ctx, t, test, common)
 				go func() { done <- goSide(test, append(common, vm.IP)) }()
 			}
-			time.Sleep(2 * time.Second) // well into the iterations
+			// Kill the peer once the data phase is well under way: the
+			// device has sent 2000 packets since the sides started (the
+			// exchange before the data phase sends none).
+			waitSent(t, vm.Dev, sent0+2000, done)
 			select {
 			case s := <-done:
 				t.Fatalf("Go side ended before the peer was killed: %s\nC: %s", s, cout)
@@ -445,6 +450,34 @@ func TestPeerKilled(t *testing.T) {
 	}
 }
 
+// sentPkts reads rxe's count of packets the device sent.
+func sentPkts(t *testing.T, dev string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/sys/class/infiniband", dev, "ports/1/hw_counters/sent_pkts"))
+	require.NoError(t, err)
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	require.NoError(t, err)
+	return n
+}
+
+// waitSent waits until the device has sent at least n packets, failing the
+// test when the Go side ends first or 30 s pass.
+func waitSent(t *testing.T, dev string, n uint64, done chan side) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for sentPkts(t, dev) < n {
+		select {
+		case s := <-done:
+			t.Fatalf("Go side ended before the data phase was under way: %s", s)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the device sent fewer than %d packets in 30 s", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestIbgoPairs runs ibgo against itself (both sides in this process): the
 // protocol must close cleanly without perftest on either end, and the
 // lingering close of write_lat -D (each side half-closes, then waits for the
@@ -460,6 +493,12 @@ func TestIbgoPairs(t *testing.T) {
 		{"write_bw", []string{"-n", "300"}},
 		{"send_lat", []string{"-D", "2"}},
 		{"send_bw", []string{"-c", "UD", "-n", "300", "-s", "1024"}},
+		// issue 9 #3: an SRQ shared by several QPs (hung: one QP's share
+		// of receives was posted, all with wr_id 0)
+		{"send_bw", []string{"-n", "300", "-q", "2", "--use-srq"}},
+		{"send_bw", []string{"-n", "300", "-q", "3", "-r", "64", "--use-srq"}},
+		// issue 9 #4: warm-up with a post list (spun forever)
+		{"write_bw", []string{"-n", "320", "-l", "4", "--perform_warm_up"}},
 	} {
 		t.Run(tc.test+strings.Join(tc.args, ""), func(t *testing.T) {
 			test, ok := TestByName(tc.test)

@@ -1,9 +1,10 @@
-package perf
+package perftest
 
 import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -36,6 +37,28 @@ const (
 	latMeasureTail = 2
 )
 
+// printer is where a run's output goes, and what it printed: the records
+// (Result) and whether a limit (-w, -y) was missed.
+type printer struct {
+	out, errw  io.Writer
+	records    []Record
+	belowLimit bool
+}
+
+func newPrinter(out, errw io.Writer) printer {
+	if out == nil {
+		out = io.Discard
+	}
+	if errw == nil {
+		errw = io.Discard
+	}
+	return printer{out: out, errw: errw}
+}
+
+func (p *printer) print(s string)               { fmt.Fprint(p.out, s) }
+func (p *printer) printf(f string, args ...any) { fmt.Fprintf(p.out, f, args...) }
+func (p *printer) warnf(f string, args ...any)  { fmt.Fprintf(p.errw, f, args...) }
+
 // cHex formats like C's %#0Nx: zero padding to width N overall, "0x"
 // included in the width (unlike Go's %#0Nx), and for zero no "0x" at all
 // (the C # flag's rule).
@@ -47,11 +70,11 @@ func cHex(v uint64, width int) string {
 }
 
 func (e *engine) banner() {
-	p := e.p
+	p := e.cfg
 	if p.Output != OutputFull || p.JSON {
 		return
 	}
-	w := e.out
+	w := e.pr.out
 	fmt.Fprint(w, resultLine)
 	title := "                    " + p.Test.Verb.title() + " "
 	if p.Test.Verb == Atomic {
@@ -69,9 +92,9 @@ func (e *engine) banner() {
 		title += "Latency "
 	}
 	fmt.Fprintln(w, title+"Test")
-	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", e.dev.Name)
+	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", e.hw.dev.Name)
 	transport := "IB"
-	if e.dev.Transport() == uverbs.TransportIWARP {
+	if e.hw.dev.Transport() == uverbs.TransportIWARP {
 		transport = "IW"
 	}
 	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : %s\n", p.NumQPs, transport)
@@ -90,8 +113,8 @@ func (e *engine) banner() {
 	if p.Test.Kind == BW {
 		fmt.Fprintf(w, " CQ Moderation   : %d\n", p.CQMod)
 	}
-	fmt.Fprintf(w, " Mtu             : %d[B]\n", e.mtu.Bytes())
-	ll := map[uverbs.LinkLayer]string{uverbs.LinkLayerInfiniBand: "IB", uverbs.LinkLayerEthernet: "Ethernet"}[e.linkLayer]
+	fmt.Fprintf(w, " Mtu             : %d[B]\n", e.hw.mtu.Bytes())
+	ll := map[uverbs.LinkLayer]string{uverbs.LinkLayerInfiniBand: "IB", uverbs.LinkLayerEthernet: "Ethernet"}[e.hw.linkLayer]
 	if ll == "" {
 		ll = "Unknown"
 	}
@@ -102,7 +125,7 @@ func (e *engine) banner() {
 	if p.Test.Verb != Read && p.Test.Verb != Atomic {
 		fmt.Fprintf(w, " Max inline data : %d[B]\n", p.Inline)
 	} else {
-		fmt.Fprintf(w, " Outstand reads  : %d\n", e.outReads)
+		fmt.Fprintf(w, " Outstand reads  : %d\n", e.hw.outReads)
 	}
 	fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
 	fmt.Fprintf(w, " Data ex. method : Ethernet\n")
@@ -118,10 +141,10 @@ func onOff(b bool) string {
 
 // printDest mirrors ctx_print_pingpong_data.
 func (e *engine) printDest(side string, d Dest) {
-	if e.p.Output != OutputFull || e.p.JSON {
+	if e.cfg.Output != OutputFull || e.cfg.JSON {
 		return
 	}
-	v := e.p.Test.Verb
+	v := e.cfg.Test.Verb
 	s := fmt.Sprintf(" %s address: LID %s QPN %s PSN %s", side, cHex(uint64(d.LID), 4), cHex(uint64(d.QPN), 6), cHex(uint64(d.PSN), 6))
 	if v == Read {
 		s += " OUT " + cHex(uint64(d.OutReads), 4)
@@ -129,72 +152,72 @@ func (e *engine) printDest(side string, d Dest) {
 	if v == Read || v == Write {
 		s += " RKey " + cHex(uint64(d.RKey), 8) + " VAddr " + cHex(d.VAddr, 16)
 	}
-	fmt.Fprintln(e.out, s)
-	if e.withGID {
+	fmt.Fprintln(e.pr.out, s)
+	if e.hw.withGID {
 		var g []string
 		for _, b := range d.GID {
 			g = append(g, fmt.Sprintf("%02d", b))
 		}
-		fmt.Fprintf(e.out, " GID: %s\n", strings.Join(g, ":"))
+		fmt.Fprintf(e.pr.out, " GID: %s\n", strings.Join(g, ":"))
 	}
 }
 
 func (e *engine) bwHeader() {
-	p := e.p
+	p := e.cfg
 	if p.Output != OutputFull || p.JSON {
 		return
 	}
-	fmt.Fprint(e.out, resultLine)
+	fmt.Fprint(e.pr.out, resultLine)
 	if p.ReportGbits {
-		fmt.Fprint(e.out, resultFmtG)
+		fmt.Fprint(e.pr.out, resultFmtG)
 	} else {
-		fmt.Fprint(e.out, resultFmt)
+		fmt.Fprint(e.pr.out, resultFmt)
 	}
-	if e.cpu.enabled {
-		fmt.Fprint(e.out, resultExtCPU)
+	if e.meas.cpu.enabled {
+		fmt.Fprint(e.pr.out, resultExtCPU)
 	} else {
-		fmt.Fprint(e.out, resultExt)
+		fmt.Fprint(e.pr.out, resultExt)
 	}
 }
 
 func (e *engine) latHeader() {
-	p := e.p
+	p := e.cfg
 	if p.Output != OutputFull || p.JSON {
 		return
 	}
-	fmt.Fprint(e.out, resultLine)
+	fmt.Fprint(e.pr.out, resultLine)
 	if p.Duration == 0 {
-		fmt.Fprint(e.out, resultFmtLat)
+		fmt.Fprint(e.pr.out, resultFmtLat)
 	} else {
-		fmt.Fprint(e.out, resultFmtLatD)
+		fmt.Fprint(e.pr.out, resultFmtLatD)
 	}
-	if e.cpu.enabled {
-		fmt.Fprint(e.out, resultExtCPU)
+	if e.meas.cpu.enabled {
+		fmt.Fprint(e.pr.out, resultExtCPU)
 	} else {
-		fmt.Fprint(e.out, resultExt)
+		fmt.Fprint(e.pr.out, resultExt)
 	}
 }
 
 func (e *engine) resultLine() {
-	if e.p.Output == OutputFull && !e.p.JSON {
-		fmt.Fprint(e.out, resultLine)
+	if e.cfg.Output == OutputFull && !e.cfg.JSON {
+		fmt.Fprint(e.pr.out, resultLine)
 	}
 }
 
 // bwResult mirrors print_report_bw: peak over every (post i, completion j)
 // window, average and message rate over the whole run.
 func (e *engine) bwResult(size int) bwReport {
-	p := e.p
-	n := e.iters
+	p := e.cfg
+	n := e.meas.iters
 	nqps := uint64(p.NumQPs)
 	if p.Duration == 0 {
 		n = uint64(p.Iters) * nqps
 	}
 	var sum int64
-	if p.NoPeak || len(e.tposted) == 0 {
-		sum = e.tcompleted[0] - e.tposted[0]
+	if p.NoPeak || len(e.meas.tposted) == 0 {
+		sum = e.meas.tcompleted[0] - e.meas.tposted[0]
 	} else {
-		sum = e.tcompleted[n-1] - e.tposted[0]
+		sum = e.meas.tcompleted[n-1] - e.meas.tposted[0]
 	}
 	factor := float64(mbFactor)
 	if p.ReportGbits {
@@ -209,7 +232,7 @@ func (e *engine) bwResult(size int) bwReport {
 	if !p.NoPeak && n > 0 {
 		// Unsigned, as perftest's cycles_t: entries never stamped (only
 		// every cq_mod-th completion is) wrap to huge and never win.
-		tc, tp := func(j uint64) uint64 { return uint64(e.tcompleted[j]) }, func(i uint64) uint64 { return uint64(e.tposted[i]) }
+		tc, tp := func(j uint64) uint64 { return uint64(e.meas.tcompleted[j]) }, func(i uint64) uint64 { return uint64(e.meas.tposted[i]) }
 		opt := tc(0) - tp(0)
 		cqMod := uint64(p.CQMod)
 		step := uint64(p.PostList)
@@ -244,35 +267,35 @@ func roundUp(v, a uint64) uint64 {
 // printBW mirrors print_full_bw_report for one line (rem adds the remote
 // side's numbers, as -b reports).
 func (e *engine) printBW(my bwReport, rem *bwReport) {
-	p := e.p
+	p := e.cfg
 	r := my
 	if rem != nil {
 		r.Peak += rem.Peak
 		r.Avg += rem.Avg
 		r.MsgRate += rem.MsgRate
 	}
-	e.records = append(e.records, e.bwRecord(r))
+	e.pr.records = append(e.pr.records, e.bwRecord(r))
 	switch {
 	case p.JSON:
-		e.emitJSON(e.records[len(e.records)-1])
+		e.emitJSON(e.pr.records[len(e.pr.records)-1])
 	case p.Output == OutputBW:
-		fmt.Fprintf(e.out, "%f\n", r.Avg)
+		fmt.Fprintf(e.pr.out, "%f\n", r.Avg)
 	case p.Output == OutputMsgRate:
-		fmt.Fprintf(e.out, "%f\n", r.MsgRate)
+		fmt.Fprintf(e.pr.out, "%f\n", r.MsgRate)
 	default:
 		if p.ReportGbits && r.Avg < 0.1 {
-			fmt.Fprintf(e.out, reportFmtExt, r.Size, r.Iters, r.Peak, r.Avg, r.MsgRate)
+			fmt.Fprintf(e.pr.out, reportFmtExt, r.Size, r.Iters, r.Peak, r.Avg, r.MsgRate)
 		} else {
-			fmt.Fprintf(e.out, reportFmt, r.Size, r.Iters, r.Peak, r.Avg, r.MsgRate)
+			fmt.Fprintf(e.pr.out, reportFmt, r.Size, r.Iters, r.Peak, r.Avg, r.MsgRate)
 		}
-		if e.cpu.enabled {
-			fmt.Fprintf(e.out, reportExtCPU, e.cpu.util())
+		if e.meas.cpu.enabled {
+			fmt.Fprintf(e.pr.out, reportExtCPU, e.meas.cpu.util())
 		} else {
-			fmt.Fprint(e.out, "\n")
+			fmt.Fprint(e.pr.out, "\n")
 		}
 	}
 	if (p.LimitBW > 0 && r.Avg < p.LimitBW) || (p.LimitMR > 0 && r.MsgRate < p.LimitMR) {
-		e.limitFailed = true
+		e.pr.belowLimit = true
 	}
 }
 
@@ -287,7 +310,7 @@ type latStats struct {
 }
 
 func (e *engine) latResult() latStats {
-	p := e.p
+	p := e.cfg
 	n := p.Iters - 1
 	rtt := 2.0
 	if p.Test.Verb == Read || p.Test.Verb == Atomic {
@@ -298,10 +321,7 @@ func (e *engine) latResult() latStats {
 		units = 1
 	}
 	q := units * rtt
-	delta := make([]int64, n)
-	for i := 0; i < n; i++ {
-		delta[i] = e.tposted[i+1] - e.tposted[i]
-	}
+	delta := latDeltas(e.meas.tposted[:n+1])
 	var st latStats
 	if p.Unsorted {
 		for _, d := range delta {
@@ -348,18 +368,32 @@ func (e *engine) latResult() latStats {
 	return st
 }
 
+// latDeltas are the samples: the intervals between consecutive posts. An
+// interval that comes out negative (the thread moved to a CPU whose cycle
+// counter lags: see clockSource.now) is clamped to zero, as a backward
+// step of the clock carries no time; the next interval, measured on the
+// new CPU's counter, is whole.
+func latDeltas(tposted []int64) []int64 {
+	n := len(tposted) - 1
+	delta := make([]int64, max(n, 0))
+	for i := 0; i < n; i++ {
+		delta[i] = max(tposted[i+1]-tposted[i], 0)
+	}
+	return delta
+}
+
 func (e *engine) printLat(size int) {
-	p := e.p
+	p := e.cfg
 	if p.Duration != 0 {
 		rtt := 2.0
 		if p.Test.Verb == Read || p.Test.Verb == Atomic {
 			rtt = 1
 		}
-		t := float64(e.tcompleted[0] - e.tposted[0])
-		iters := float64(max(e.iters, 1))
+		t := float64(e.meas.tcompleted[0] - e.meas.tposted[0])
+		iters := float64(max(e.meas.iters, 1))
 		lat := t / nsPerUsec / rtt / iters
 		tps := iters / (t / nsPerSec)
-		e.latDurRow(size, e.iters, lat, tps)
+		e.latDurRow(size, e.meas.iters, lat, tps)
 		return
 	}
 	st := e.latResult()
@@ -370,19 +404,19 @@ func (e *engine) printLat(size int) {
 		}
 		list := st.Unsorted
 		if p.Unsorted {
-			fmt.Fprintf(e.out, "#, %s\n", units)
+			fmt.Fprintf(e.pr.out, "#, %s\n", units)
 			for i, v := range list {
-				fmt.Fprintf(e.out, "%d, %s\n", i+1, cG(v))
+				fmt.Fprintf(e.pr.out, "%d, %s\n", i+1, cG(v))
 			}
 		}
 		if p.Histogram {
-			fmt.Fprintf(e.out, "#, %s\n", units)
+			fmt.Fprintf(e.pr.out, "#, %s\n", units)
 			for i, v := range st.Samples {
-				fmt.Fprintf(e.out, "%d, %s\n", i+1, cG(v))
+				fmt.Fprintf(e.pr.out, "%d, %s\n", i+1, cG(v))
 			}
 		}
 		if p.Output == OutputFull && !p.JSON {
-			fmt.Fprint(e.out, resultLine+resultFmtLat+resultExt)
+			fmt.Fprint(e.pr.out, resultLine+resultFmtLat+resultExt)
 		}
 	}
 	e.latRow(size, st)
@@ -390,46 +424,47 @@ func (e *engine) printLat(size int) {
 
 // latRow prints one latency result (print_report_lat's last lines).
 func (e *engine) latRow(size int, st latStats) {
-	p := e.p
-	e.records = append(e.records, e.latRecord(size, st))
+	p := e.cfg
+	e.pr.records = append(e.pr.records, e.latRecord(size, st))
 	switch {
 	case p.JSON:
-		e.emitJSON(e.records[len(e.records)-1])
+		e.emitJSON(e.pr.records[len(e.pr.records)-1])
 	case p.Output == OutputLat:
-		fmt.Fprintf(e.out, "%f\n", st.Avg)
+		fmt.Fprintf(e.pr.out, "%f\n", st.Avg)
 	default:
-		fmt.Fprintf(e.out, reportFmtLat, size, p.Iters, st.Min, st.Max, st.Typical, st.Avg, st.Stdev, st.P99, st.P999)
+		fmt.Fprintf(e.pr.out, reportFmtLat, size, p.Iters, st.Min, st.Max, st.Typical, st.Avg, st.Stdev, st.P99, st.P999)
 		e.cpuTail()
 	}
 }
 
 // latDurRow prints a duration-mode latency result (print_report_lat_duration).
 func (e *engine) latDurRow(size int, iters uint64, lat, tps float64) {
-	p := e.p
-	e.records = append(e.records, e.latDurRecord(size, lat, tps))
+	p := e.cfg
+	e.pr.records = append(e.pr.records, e.latDurRecord(size, lat, tps))
 	switch {
 	case p.JSON:
-		e.emitJSON(e.records[len(e.records)-1])
+		e.emitJSON(e.pr.records[len(e.pr.records)-1])
 	case p.Output == OutputLat:
-		fmt.Fprintf(e.out, "%f\n", lat)
+		fmt.Fprintf(e.pr.out, "%f\n", lat)
 	default:
-		fmt.Fprintf(e.out, reportFmtLatD, size, iters, lat, tps)
+		fmt.Fprintf(e.pr.out, reportFmtLatD, size, iters, lat, tps)
 		e.cpuTail()
 	}
 }
 
 func (e *engine) cpuTail() {
-	if e.cpu.enabled {
-		fmt.Fprintf(e.out, reportExtCPU, e.cpu.util())
+	if e.meas.cpu.enabled {
+		fmt.Fprintf(e.pr.out, reportExtCPU, e.meas.cpu.util())
 	} else {
-		fmt.Fprint(e.out, "\n")
+		fmt.Fprint(e.pr.out, "\n")
 	}
 }
 
 // cG is C's %g for the histogram dumps.
 func cG(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 
-// Record is one --json line / --out_json entry.
+// Record is one --json line / --out_json entry, and one size of a
+// Result: a plain value.
 type Record struct {
 	Test       string             `json:"test"`
 	Role       string             `json:"role"`
@@ -449,13 +484,13 @@ type Record struct {
 }
 
 func (e *engine) baseRecord(size int, iters uint64) Record {
-	p := e.p
+	p := e.cfg
 	role := "server"
 	if p.Server != "" {
 		role = "client"
 	}
-	r := Record{Test: p.Test.Name(), Role: role, Device: e.dev.Name, Connection: p.Conn.String(), Size: size, Iterations: iters,
-		Params: map[string]any{"qps": p.NumQPs, "mtu": e.mtu.Bytes(), "tx_depth": p.TxDepth, "gid_index": p.GIDIndex,
+	r := Record{Test: p.Test.Name(), Role: role, Device: e.hw.dev.Name, Connection: p.Conn.String(), Size: size, Iterations: iters,
+		Params: map[string]any{"qps": p.NumQPs, "mtu": e.hw.mtu.Bytes(), "tx_depth": p.TxDepth, "gid_index": p.GIDIndex,
 			"ib_port": p.IBPort, "bidirectional": p.Bidir, "duration_s": p.Duration, "inline": p.Inline}}
 	if p.Test.Kind == BW {
 		r.Params["cq_mod"] = p.CQMod
@@ -465,10 +500,10 @@ func (e *engine) baseRecord(size int, iters uint64) Record {
 		r.Params["rx_depth"] = p.RxDepth
 	}
 	if p.Test.Verb == Read || p.Test.Verb == Atomic {
-		r.Params["outstanding_reads"] = e.outReads
+		r.Params["outstanding_reads"] = e.hw.outReads
 	}
-	if e.cpu.enabled {
-		u := e.cpu.util()
+	if e.meas.cpu.enabled {
+		u := e.meas.cpu.util()
 		r.CPUUtil = &u
 	}
 	return r
@@ -479,25 +514,25 @@ func (e *engine) bwRecord(b bwReport) Record {
 	peak, avg, mr := b.Peak, b.Avg, b.MsgRate
 	r.BWPeak, r.BWAverage, r.MsgRate = &peak, &avg, &mr
 	r.BWUnit, r.MsgUnit = "MB/sec", "Mpps"
-	if e.p.ReportGbits {
+	if e.cfg.ReportGbits {
 		r.BWUnit = "Gb/sec"
 	}
 	return r
 }
 
 func (e *engine) latRecord(size int, st latStats) Record {
-	r := e.baseRecord(size, uint64(e.p.Iters))
+	r := e.baseRecord(size, uint64(e.cfg.Iters))
 	r.Lat = map[string]float64{"t_min": st.Min, "t_max": st.Max, "t_typical": st.Typical, "t_avg": st.Avg,
 		"t_stdev": st.Stdev, "p99": st.P99, "p99_9": st.P999}
 	r.LatUnit = "usec"
-	if e.p.Cycles {
+	if e.cfg.Cycles {
 		r.LatUnit = "ns"
 	}
 	return r
 }
 
 func (e *engine) latDurRecord(size int, lat, tps float64) Record {
-	r := e.baseRecord(size, e.iters)
+	r := e.baseRecord(size, e.meas.iters)
 	r.Lat = map[string]float64{"t_avg": lat, "tps": tps}
 	r.LatUnit = "usec"
 	return r
@@ -505,22 +540,19 @@ func (e *engine) latDurRecord(size int, lat, tps float64) Record {
 
 func (e *engine) emitJSON(r Record) {
 	b, _ := json.Marshal(r)
-	fmt.Fprintf(e.out, "%s\n", b)
+	fmt.Fprintf(e.pr.out, "%s\n", b)
 }
 
 // writeJSONFile writes every record as one JSON array (--out_json). The
 // file is written beside its final name and renamed into place, so a reader
 // never sees half of it and two runs given the same name (both sides of a
 // test on one host) leave one whole file, not an interleaving of both.
-func (e *engine) writeJSONFile() error {
-	if e.p.JSONFile == "" {
-		return nil
-	}
-	b, err := json.MarshalIndent(e.records, "", "  ")
+func writeJSONFile(name string, records []Record) error {
+	b, err := json.MarshalIndent(records, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(e.p.JSONFile, append(b, '\n'))
+	return writeFileAtomic(name, append(b, '\n'))
 }
 
 // writeFileAtomic writes b to a temporary file in name's directory and

@@ -1,4 +1,4 @@
-package perf
+package perftest
 
 import (
 	"bytes"
@@ -138,11 +138,12 @@ func TestGoldenOutput(t *testing.T) {
 			if !server {
 				args = append(args, "10.0.0.1")
 			}
-			p, err := Parse(test, "ib_"+test.Name(), args)
+			p, err := ParseArgs(test, "ib_"+test.Name(), args)
 			require.NoError(t, err)
 			var out bytes.Buffer
-			e := &engine{p: p, out: &out, errw: &bytes.Buffer{}, dev: &uverbs.Device{Name: "rxe0", NodeType: uverbs.NodeCA, Driver: "rxe"},
-				mtu: uverbs.MTU4096, linkLayer: uverbs.LinkLayerEthernet, outReads: 128, withGID: true}
+			e := &engine{cfg: &p.Config, pr: newPrinter(&out, &bytes.Buffer{}),
+				hw: deviceInfo{dev: &uverbs.Device{Name: "rxe0", NodeType: uverbs.NodeCA, Driver: "rxe"},
+					mtu: uverbs.MTU4096, linkLayer: uverbs.LinkLayerEthernet, outReads: 128, withGID: true}}
 			e.setInline()
 			if server {
 				e.waitBanner()

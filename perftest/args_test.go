@@ -1,6 +1,7 @@
-package perf
+package perftest
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -42,7 +43,7 @@ func TestDefaults(t *testing.T) {
 		{"send_bw", []string{"-s", "1K", "-r", "33", "10.0.0.1"}, 1024, 1000, 128, 34, 100, -1, false}, // odd rx depth rounds up
 	} {
 		t.Run(tc.test+" "+strings.Join(tc.args, " "), func(t *testing.T) {
-			p, err := Parse(mustTest(t, tc.test), "ib_"+tc.test, tc.args)
+			p, err := ParseArgs(mustTest(t, tc.test), "ib_"+tc.test, tc.args)
 			require.NoError(t, err)
 			if tc.test == "write_lat" || tc.test == "send_lat" {
 				assert.Equal(t, 1, p.CQMod) // latency tests do not moderate
@@ -68,18 +69,18 @@ func TestParseForms(t *testing.T) {
 		{"--size=4096", "--iters", "10", "--gid-index=1", "host"},
 		{"-s", "4K", "--iters=10", "-x", "1", "--", "host"},
 	} {
-		p, err := Parse(wb, "ib_write_bw", args)
+		p, err := ParseArgs(wb, "ib_write_bw", args)
 		require.NoError(t, err, "%q", args)
 		assert.Equal(t, 4096, p.Size)
 		assert.Equal(t, 10, p.Iters)
 		assert.Equal(t, 1, p.GIDIndex)
 		assert.Equal(t, "host", p.Server)
 	}
-	p, err := Parse(wb, "ib_write_bw", []string{"-bF", "-q", "4"})
+	p, err := ParseArgs(wb, "ib_write_bw", []string{"-bF", "-q", "4"})
 	require.NoError(t, err)
 	assert.True(t, p.Bidir)
 	assert.Equal(t, 4, p.NumQPs)
-	p, err = Parse(wb, "ib_write_bw", []string{"-h"})
+	p, err = ParseArgs(wb, "ib_write_bw", []string{"-h"})
 	require.NoError(t, err)
 	assert.True(t, p.Help)
 }
@@ -125,7 +126,7 @@ func TestParseErrors(t *testing.T) {
 		{"send_bw", []string{"-c", "UD", "-I", "900"}, "Max inline should be between 0 and 884", false},
 	} {
 		t.Run(tc.test+" "+strings.Join(tc.args, " "), func(t *testing.T) {
-			_, err := Parse(mustTest(t, tc.test), "ib_"+tc.test, tc.args)
+			_, err := ParseArgs(mustTest(t, tc.test), "ib_"+tc.test, tc.args)
 			require.Error(t, err)
 			var pe *ParseError
 			require.True(t, errors.As(err, &pe), "a ParseError: %v", err)
@@ -137,18 +138,18 @@ func TestParseErrors(t *testing.T) {
 
 func TestRunExitStatus(t *testing.T) {
 	var o, e strings.Builder
-	assert.Equal(t, 1, Run(mustTest(t, "write_bw"), "ib_write_bw", []string{"-n", "1"}, &o, &e))
+	assert.Equal(t, 1, Main(context.Background(), mustTest(t, "write_bw"), "ib_write_bw", []string{"-n", "1"}, &o, &e))
 	assert.Contains(t, o.String(), "-----")
 	assert.Contains(t, e.String(), "Iteration num should be between 5 and")
 	o.Reset()
 	e.Reset()
-	assert.Equal(t, 0, Run(mustTest(t, "send_lat"), "ib_send_lat", []string{"-V"}, &o, &e))
+	assert.Equal(t, 0, Main(context.Background(), mustTest(t, "send_lat"), "ib_send_lat", []string{"-V"}, &o, &e))
 	assert.Equal(t, "Version: 6.06\n", o.String())
 	o.Reset()
-	assert.Equal(t, 0, Run(mustTest(t, "send_lat"), "ib_send_lat", []string{"--help"}, &o, &e))
+	assert.Equal(t, 0, Main(context.Background(), mustTest(t, "send_lat"), "ib_send_lat", []string{"--help"}, &o, &e))
 	assert.Contains(t, o.String(), "ib_send_lat <host>")
 	o.Reset()
-	assert.Equal(t, 1, Run(mustTest(t, "send_lat"), "ib_send_lat", []string{"--nope"}, &o, &e))
+	assert.Equal(t, 1, Main(context.Background(), mustTest(t, "send_lat"), "ib_send_lat", []string{"--nope"}, &o, &e))
 	assert.Contains(t, o.String(), "Options")
 }
 
@@ -161,7 +162,7 @@ func FuzzParse(f *testing.F) {
 		if !ok {
 			tt = Tests[len(test)%len(Tests)]
 		}
-		p, err := Parse(tt, "ib_x", strings.Fields(line))
+		p, err := ParseArgs(tt, "ib_x", strings.Fields(line))
 		if err != nil {
 			var pe *ParseError
 			if !errors.As(err, &pe) {
@@ -192,7 +193,7 @@ func TestParseNotices(t *testing.T) {
 		{[]string{"-s", "65536"}, nil},
 		{[]string{"-s", "4096", "-Q", "10"}, nil},
 	} {
-		p, err := Parse(wb, "ib_write_bw", tc.args)
+		p, err := ParseArgs(wb, "ib_write_bw", tc.args)
 		require.NoError(t, err, "%q", tc.args)
 		assert.Equal(t, tc.want, p.Notices, "%q", tc.args)
 	}

@@ -1,7 +1,8 @@
-package perf
+package perftest
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -52,7 +53,16 @@ type Dest struct {
 
 // encode renders the key message: perftest_communication.h KEY_PRINT_FMT
 // (59 bytes) or KEY_PRINT_FMT_GID (108 bytes), NUL included.
-func (d Dest) encode(withGID bool) []byte {
+// keyForm is which of perftest's two key messages a side sends.
+type keyForm bool
+
+const (
+	keyNoGID   keyForm = false // 59 bytes: InfiniBand without -x
+	keyWithGID keyForm = true  // 108 bytes: RoCE, or -x
+)
+
+func (d Dest) encode(form keyForm) []byte {
+	withGID := form == keyWithGID
 	var s string
 	if !withGID {
 		s = fmt.Sprintf("%04x:%04x:%06x:%06x:%08x:%016x:%08x", d.LID, d.OutReads, d.QPN, d.PSN, d.RKey, d.VAddr, d.SRQN)
@@ -80,7 +90,7 @@ func decodeDest(b []byte) (Dest, error) {
 	s := string(bytes.TrimRight(b, "\x00"))
 	f := strings.Split(strings.TrimSuffix(s, ":"), ":")
 	var d Dest
-	bad := func() (Dest, error) { return Dest{}, fmt.Errorf("couldn't parse the peer's address <%s>", s) }
+	bad := func() (Dest, error) { return Dest{}, &Error{Kind: KindSession, op: opParseKey, Text: s} }
 	hex := func(i, bits int) uint64 {
 		if i >= len(f) {
 			return 0
@@ -127,35 +137,44 @@ type oob struct {
 	deadline time.Duration
 }
 
-var errMismatch = errors.New("parameter mismatch")
-
 // dialOOB connects to the server, retrying until timeout (perftest gives up
 // at once; scripts that start both sides together race it).
-func dialOOB(host string, port int, timeout time.Duration) (*oob, error) {
+func dialOOB(ctx context.Context, host string, port int, timeout time.Duration) (*oob, error) {
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	end := time.Now().Add(timeout)
 	for {
-		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		d := net.Dialer{Timeout: 2 * time.Second}
+		c, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
 			return &oob{c: c, client: true, deadline: 120 * time.Second}, nil
 		}
-		if time.Now().After(end) {
-			return nil, fmt.Errorf("Couldn't connect to %s (retried for %v): %v", addr, timeout, err)
+		if time.Now().After(end) || ctx.Err() != nil {
+			return nil, &Error{Kind: KindSession, op: opDial, Addr: addr, Text: timeout.String(), Err: err}
 		}
-		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 
 // listenOOB accepts one client and closes the listener, as perftest does.
-func listenOOB(port int) (*oob, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
+func listenOOB(ctx context.Context, port int) (*oob, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort("", strconv.Itoa(port)))
 	if err != nil {
-		return nil, fmt.Errorf("Couldn't listen to port %d: %v", port, err)
+		return nil, &Error{Kind: KindSession, op: opListen, Port: port, Err: err}
 	}
 	defer ln.Close()
+	// A cancelled context ends the wait for the client.
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
 	c, err := ln.Accept()
 	if err != nil {
-		return nil, fmt.Errorf("accept on port %d: %v", port, err)
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, &Error{Kind: KindSession, op: opAccept, Port: port, Err: err}
 	}
 	return &oob{c: c, deadline: 120 * time.Second}, nil
 }
@@ -191,13 +210,13 @@ func (o *oob) versions() error {
 	copy(mine[len(protoVersion)+1:], ibgoMarker)
 	rem, err := o.xchg(mine, versionLen)
 	if err != nil {
-		return fmt.Errorf(" Failed to exchange data between server and clients: %v", err)
+		return &Error{Kind: KindSession, op: opExchange, Err: err}
 	}
 	s, tail, _ := bytes.Cut(rem, []byte{0})
 	o.remVer, _ = strconv.ParseFloat(string(s), 64)
 	o.remIbgo = bytes.HasPrefix(tail, []byte(ibgoMarker))
 	if o.remVer < 5.70 {
-		return fmt.Errorf("Current implementation is not compatible with versions older than 5.70 (the peer speaks %q)", s)
+		return &Error{Kind: KindMismatch, op: opVersion, Text: string(s)}
 	}
 	return nil
 }
@@ -213,7 +232,7 @@ func (o *oob) sysData(pageSize, cacheLine *int) error {
 		binary.BigEndian.PutUint32(b[:], uint32(*v))
 		rem, err := o.xchg(b[:], 4)
 		if err != nil {
-			return fmt.Errorf(" Failed to exchange Page Size data between server and client: %v", err)
+			return &Error{Kind: KindSession, op: opSysData, Err: err}
 		}
 		if r := int(int32(binary.BigEndian.Uint32(rem))); r > *v {
 			*v = r
@@ -235,7 +254,7 @@ func (o *oob) mtu(local uverbs.MTU) (uverbs.MTU, error) {
 	copy(mine, strconv.Itoa(int(local)))
 	rem, err := o.xchg(mine, n)
 	if err != nil {
-		return 0, fmt.Errorf(" Failed to exchange data between server and clients: %v", err)
+		return 0, &Error{Kind: KindSession, op: opExchange, Err: err}
 	}
 	r, _ := strconv.Atoi(string(bytes.TrimRight(rem, "\x00")))
 	if r >= 1 && r <= 5 && uverbs.MTU(r) < local {
@@ -261,7 +280,8 @@ type paramSummary struct {
 	RunInf   bool   `json:"run_infinitely"`
 }
 
-func summarize(p *Params, withGID bool) paramSummary {
+func summarize(p *Config, form keyForm) paramSummary {
+	withGID := form == keyWithGID
 	s := paramSummary{Test: p.Test.Name(), Conn: p.Conn.String(), Size: p.Size, All: p.All, Iters: p.Iters,
 		Duration: p.Duration, Bidir: p.Bidir, QPs: p.NumQPs, GID: withGID, PostList: p.PostList, RunInf: p.RunInf}
 	if p.Test.Verb == Atomic {
@@ -280,11 +300,11 @@ func (o *oob) compareParams(mine paramSummary) error {
 	copy(buf, b)
 	rem, err := o.xchg(buf, paramsLen)
 	if err != nil {
-		return fmt.Errorf(" Failed to exchange data between server and clients: %v", err)
+		return &Error{Kind: KindSession, op: opExchange, Err: err}
 	}
 	var theirs paramSummary
 	if err := json.Unmarshal(bytes.TrimRight(rem, "\x00"), &theirs); err != nil {
-		return fmt.Errorf(" the peer's parameter summary does not parse: %v", err)
+		return &Error{Kind: KindMismatch, op: opParamsParse, Err: err}
 	}
 	var diffs []string
 	add := func(name string, a, b any) {
@@ -305,7 +325,7 @@ func (o *oob) compareParams(mine paramSummary) error {
 	add("atomic type (-A)", mine.Atomic, theirs.Atomic)
 	add("run infinitely", mine.RunInf, theirs.RunInf)
 	if len(diffs) > 0 {
-		return fmt.Errorf("%w with the peer (both sides must run the same options):\n  %s", errMismatch, strings.Join(diffs, "\n  "))
+		return &Error{Kind: KindMismatch, op: opParams, Diffs: diffs}
 	}
 	return nil
 }
@@ -325,23 +345,23 @@ func (o *oob) readKey() (Dest, error) {
 		n, err := o.c.Read(buf[got:])
 		got += n
 		if !o.withGID && got >= keyLen && buf[keyLen-1] != 0 {
-			return Dest{}, fmt.Errorf("%w: the peer sends 108-byte keys with a GID (it uses -x or runs on RoCE) and this side sends none; use the same -x on both sides", errMismatch)
+			return Dest{}, &Error{Kind: KindMismatch, op: opKeyForm, Text: "the peer sends 108-byte keys with a GID (it uses -x or runs on RoCE) and this side sends none; use the same -x on both sides"}
 		}
 		if o.withGID && got == keyLen && buf[keyLen-1] == 0 && bytes.Count(buf[:keyLen], []byte(":")) == 6 {
 			// A complete no-GID key: give the rest a moment to arrive.
 			o.c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 			n, err := io.ReadFull(o.c, buf[got:])
 			if err != nil {
-				return Dest{}, fmt.Errorf("%w: the peer sends 59-byte keys without a GID (no -x, InfiniBand) and this side uses GID index; use the same -x on both sides", errMismatch)
+				return Dest{}, &Error{Kind: KindMismatch, op: opKeyForm, Text: "the peer sends 59-byte keys without a GID (no -x, InfiniBand) and this side uses GID index; use the same -x on both sides"}
 			}
 			got += n
 			break
 		}
 		if err != nil {
 			if got == 0 && errors.Is(err, io.EOF) {
-				return Dest{}, errors.New("ethernet_read_keys: Couldn't read remote address (the peer closed the connection)")
+				return Dest{}, &Error{Kind: KindSession, op: opReadKey}
 			}
-			return Dest{}, fmt.Errorf("ethernet_read_keys: Couldn't read remote address: %v", err)
+			return Dest{}, &Error{Kind: KindSession, op: opReadKey, Err: err}
 		}
 	}
 	return decodeDest(buf)
@@ -349,11 +369,11 @@ func (o *oob) readKey() (Dest, error) {
 
 // handshake is ctx_hand_shake: one key message each way.
 func (o *oob) handshake(mine Dest) (Dest, error) {
-	msg := mine.encode(o.withGID)
+	msg := mine.encode(keyForm(o.withGID))
 	if o.client {
 		o.c.SetWriteDeadline(time.Now().Add(o.deadline))
 		if _, err := o.c.Write(msg); err != nil {
-			return Dest{}, fmt.Errorf(" Unable to write to socket: %v", err)
+			return Dest{}, &Error{Kind: KindSession, op: opWriteKey, Err: err}
 		}
 		return o.readKey()
 	}
@@ -363,7 +383,7 @@ func (o *oob) handshake(mine Dest) (Dest, error) {
 	}
 	o.c.SetWriteDeadline(time.Now().Add(o.deadline))
 	if _, err := o.c.Write(msg); err != nil {
-		return Dest{}, fmt.Errorf(" Unable to write to socket: %v", err)
+		return Dest{}, &Error{Kind: KindSession, op: opWriteKey, Err: err}
 	}
 	return d, nil
 }
@@ -392,7 +412,7 @@ func (o *oob) reports(mine bwReport) (bwReport, error) {
 	}
 	b, err := u(mine.Size, 8)
 	if err != nil {
-		return r, fmt.Errorf(" Failed to exchange data between server and clients: %v", err)
+		return r, &Error{Kind: KindSession, op: opExchange, Err: err}
 	}
 	r.Size = binary.BigEndian.Uint64(b)
 	itn := 8
@@ -400,7 +420,7 @@ func (o *oob) reports(mine bwReport) (bwReport, error) {
 		itn = 4
 	}
 	if b, err = u(mine.Iters, itn); err != nil {
-		return r, fmt.Errorf(" Failed to exchange data between server and clients: %v", err)
+		return r, &Error{Kind: KindSession, op: opExchange, Err: err}
 	}
 	if itn == 4 {
 		r.Iters = uint64(binary.BigEndian.Uint32(b))
@@ -412,7 +432,7 @@ func (o *oob) reports(mine bwReport) (bwReport, error) {
 		dst  *float64
 	}{{mine.Peak, &r.Peak}, {mine.Avg, &r.Avg}, {mine.MsgRate, &r.MsgRate}} {
 		if b, err = u(math.Float64bits(f.mine), 8); err != nil {
-			return r, fmt.Errorf(" Failed to exchange data between server and clients: %v", err)
+			return r, &Error{Kind: KindSession, op: opExchange, Err: err}
 		}
 		*f.dst = math.Float64frombits(binary.BigEndian.Uint64(b))
 	}
@@ -426,4 +446,173 @@ func (o *oob) closeConn(mine Dest) error {
 	}
 	o.c.Write([]byte("done\x00"))
 	return o.c.Close()
+}
+
+// establish runs the control exchange up to the key messages (perftest main:
+// establish_connection, exchange_versions, check_sys_data, check_mtu).
+func (e *engine) establish() error {
+	p := e.cfg
+	var err error
+	if p.Server == "" {
+		e.waitBanner()
+		e.sess.oob, err = listenOOB(e.ctx, p.Port)
+	} else {
+		e.sess.oob, err = dialOOB(e.ctx, p.Server, p.Port, time.Duration(p.ConnectFor)*time.Second)
+	}
+	if err != nil {
+		return err
+	}
+	// A cancelled context ends any exchange or loop: the exchange's read
+	// fails, the loops' watchdog sees it (see peerGoneCheck).
+	e.sess.stopCancel = context.AfterFunc(e.ctx, func() { e.sess.oob.Close() })
+	e.sess.oob.withGID = e.hw.withGID
+	e.startWatchdog()
+	if p.DontXchg {
+		return &Error{Kind: KindConfig, op: opDontXchg}
+	}
+	if err := e.sess.oob.versions(); err != nil {
+		return err
+	}
+	if err := e.sess.oob.sysData(&e.hw.pageSize, &e.hw.cacheLine); err != nil {
+		return err
+	}
+	if e.hw.mtu, err = e.sess.oob.mtu(e.hw.mtu); err != nil {
+		return err
+	}
+	if p.Conn == UD && p.Size > e.hw.mtu.Bytes() {
+		if p.All || !p.SizeGiven {
+			fmt.Fprintf(e.pr.errw, " Max msg size in UD is MTU %d\n Changing to this MTU\n", e.hw.mtu.Bytes())
+			p.Size = e.hw.mtu.Bytes()
+		} else {
+			return &Error{Kind: KindConfig, op: opUDSize, Value: e.hw.mtu.Bytes()}
+		}
+	}
+	return e.sess.oob.compareParams(summarize(p, keyForm(e.hw.withGID)))
+}
+
+func (e *engine) waitBanner() {
+	if e.cfg.Output == OutputFull && !e.cfg.JSON {
+		fmt.Fprint(e.pr.out, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
+	}
+}
+
+// checkGIDs fails when one side uses an IPv4-mapped GID and the other not
+// (ctx_check_gid_compatibility).
+func (e *engine) checkGIDs() error {
+	if !e.hw.withGID {
+		return nil
+	}
+	v4 := func(g uverbs.GID) bool { return g.IP().To4() != nil }
+	if v4(e.sess.local[0].GID) != v4(e.sess.remote[0].GID) {
+		return &Error{Kind: KindMismatch, op: opGIDTypes, Text: fmt.Sprintf("local GID %s, remote GID %s", e.sess.local[0].GID, e.sess.remote[0].GID)}
+	}
+	return nil
+}
+
+// session is the out-of-band side of a run: the control connection, each
+// QP's address on both sides, and the watchdog on the connection.
+type session struct {
+	oob        *oob
+	local      []Dest
+	remote     []Dest
+	wd         watchdog
+	stopCancel func() bool // unregisters the context's close of oob
+}
+
+// preamble is the shape of the exchange before the data phase, which
+// differs per test (perftest's mains); both sides must make the same
+// handshakes in the same order.
+type preamble struct {
+	LeadingHS      bool // a handshake before the key exchange (latency tests but send_lat)
+	HSAfterConnect bool // a handshake between connecting and printing the addresses (send tests)
+	TrailingHS     bool // a handshake after the addresses are printed (all but send tests)
+}
+
+func (e *engine) runPreamble(pa preamble) error {
+	if pa.LeadingHS {
+		if err := e.hs(); err != nil {
+			return err
+		}
+	}
+	if err := e.keys(keysQuiet); err != nil {
+		return err
+	}
+	if err := e.checkGIDs(); err != nil {
+		return err
+	}
+	if err := e.connect(); err != nil {
+		return err
+	}
+	if pa.HSAfterConnect {
+		if err := e.hs(); err != nil {
+			return err
+		}
+	}
+	for _, d := range e.sess.local {
+		e.printDest("local", d)
+	}
+	if err := e.keys(keysPrinted); err != nil {
+		return err
+	}
+	if pa.TrailingHS {
+		return e.hs()
+	}
+	return nil
+}
+
+type keysMode int
+
+const (
+	keysQuiet   keysMode = iota // the first exchange: learn the peer's addresses
+	keysPrinted                 // the second: print them (ctx_print_pingpong_data)
+)
+
+// keys exchanges every QP's key (H×Q) and keeps the remote ones.
+func (e *engine) keys(mode keysMode) error {
+	e.sess.remote = make([]Dest, len(e.sess.local))
+	for i := range e.sess.local {
+		d, err := e.sess.oob.handshake(e.sess.local[i])
+		if err != nil {
+			return err
+		}
+		e.sess.remote[i] = d
+		if mode == keysPrinted {
+			e.printDest("remote", d)
+		}
+	}
+	return nil
+}
+
+// hs is one ctx_hand_shake: a barrier.
+func (e *engine) hs() error {
+	_, err := e.sess.oob.handshake(e.sess.local[0])
+	return err
+}
+
+func (e *engine) closeConn() error { return e.sess.oob.closeConn(e.sess.local[0]) }
+
+// lingerMax bounds how long write_lat -D waits for its peer to finish.
+const lingerMax = 10 * time.Second
+
+// linger keeps the QP (and so the peer's last RDMA write) alive until the
+// peer is done. write_lat -D has no closing exchange: each side stops on its
+// own clock, and a side that exits first takes its QP with it while the
+// other may still wait for the completion of a write it just posted (the
+// kernel acks it only while the QP exists, and rxe never gives up with
+// retry-exceeded: perftest then spins forever). So, like a TCP lingering
+// close: say we are done (half-close), then wait for the peer to close its
+// side (perftest: when it exits; ibgo: when it lingers too), at most max.
+func (e *engine) linger(max time.Duration) {
+	tc, ok := e.sess.oob.c.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	tc.CloseWrite()
+	tc.SetReadDeadline(time.Now().Add(max))
+	var b [64]byte
+	for {
+		if _, err := tc.Read(b[:]); err != nil {
+			return
+		}
+	}
 }

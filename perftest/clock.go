@@ -1,8 +1,9 @@
-package perf
+package perftest
 
 import (
 	"math"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -88,10 +89,49 @@ func pairedReading() (mono int64, tick uint64) {
 	return mono, tick
 }
 
-// now is nanoseconds since an arbitrary origin.
+// now is nanoseconds since an arbitrary origin. It only reads clk, which
+// initClock wrote once before any test started: safe from any goroutine.
+//
+// The counter difference is taken as signed: a thread that moves to a CPU
+// whose counter lags the one it was calibrated on reads a slightly earlier
+// time (a negative difference), not an unsigned wrap to centuries. The
+// interval statistics clamp such a backward step to zero (see latResult).
 func (c *clockSource) now() int64 {
 	if c.cycles {
-		return int64(float64(cycles()-c.base) * c.nsPerTick)
+		return int64(float64(int64(cycles()-c.base)) * c.nsPerTick)
 	}
 	return int64(time.Since(epoch))
+}
+
+// pacer lets the bandwidth loops pass through the scheduler every
+// yieldEvery: a goroutine that runs 10 ms without doing so gets a
+// preemption signal from the runtime's monitor, which under emulation costs
+// about 0.4 ms a time (async preemption was 4-5 % of write_bw's time in the
+// VM). The bandwidth loops call it between a completion and the next post,
+// never between a timestamp and the post it stamps; the latency loops do
+// not call it at all, since every instant of a ping-pong is inside some
+// sample (perftest has no yield either). It reads the clock once every
+// pacerEvery calls.
+type pacer struct {
+	calls   uint32
+	yieldAt int64
+}
+
+const (
+	yieldEvery = 2e6 // ns
+	pacerEvery = 64  // calls between clock reads
+)
+
+func (p *pacer) maybeYield() {
+	p.calls++
+	if p.calls%pacerEvery == 0 {
+		p.yield()
+	}
+}
+
+func (p *pacer) yield() {
+	if t := clk.now(); t >= p.yieldAt {
+		p.yieldAt = t + yieldEvery
+		runtime.Gosched()
+	}
 }

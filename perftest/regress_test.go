@@ -1,0 +1,246 @@
+package perftest
+
+import (
+	"context"
+	"math"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/uverbs"
+)
+
+// Issue 9 #3: with an SRQ and q QPs every one of the q×iters messages must
+// find a receive. The SRQ hands out whatever receive was posted first; a
+// completion's wr_id names the share it came from and that share is
+// reposted until it has carried iters messages. Simulated on the real
+// recvSet: before the fix only QP 0's share was posted (wr_id 0 for all)
+// and reposted up to iters in total, so the queue ran dry after iters.
+func TestSRQReceivesCoverEveryQP(t *testing.T) {
+	for _, tc := range []struct{ qps, rx, iters int }{
+		{1, 512, 1000}, {2, 512, 1000}, {4, 512, 1000}, {3, 5, 5}, {8, 4, 100},
+	} {
+		c := defaults(Test{Send, BW})
+		c.UseSRQ, c.NumQPs, c.RxDepth, c.Iters = true, tc.qps, tc.rx, tc.iters
+		e := &engine{cfg: c}
+		perQP := e.rxPerQP()
+		require.GreaterOrEqual(t, perQP, 1)
+		rs := newRecvSet(tc.qps, perQP, func(i int) uint64 { return uint64(i) << 20 }, 64, 7, uint64(tc.iters))
+		var srq []uint64 // wr_ids in the SRQ, oldest first
+		for i := 0; i < tc.qps; i++ {
+			require.Equal(t, uint64(i), rs.wrs[i][0].WRID, "wr_id is the QP index")
+			require.Equal(t, uint64(i)<<20, rs.wrs[i][0].SGL[0].Addr, "the QP's own receive region")
+			for k := 0; k < perQP; k++ {
+				srq = append(srq, rs.wrs[i][0].WRID)
+			}
+		}
+		want := tc.qps * tc.iters
+		for got := 0; got < want; got++ {
+			require.NotEmpty(t, srq, "q=%d rx=%d: the SRQ ran dry after %d of %d messages", tc.qps, tc.rx, got, want)
+			qi := int(srq[0])
+			srq = srq[1:]
+			if rs.repostDue(qi) {
+				rs.posted[qi]++
+				srq = append(srq, uint64(qi))
+			}
+		}
+		for i := 0; i < tc.qps; i++ {
+			assert.EqualValues(t, max(tc.iters, perQP), rs.posted[i], "share %d", i)
+		}
+	}
+}
+
+// Issue 9 #4: --perform_warm_up with a post list waits only for the
+// completions of what it posted signalled. It posts one whole list per QP
+// (perftest's perform_warm_up), whose last WR is signalled; before the fix
+// it posted the list's first WR (unsignalled) tx_depth times and waited
+// for tx_depth completions that never came.
+func TestWarmUpWaitsForSignalledWRs(t *testing.T) {
+	for _, tc := range []struct{ postList, tx int }{{1, 128}, {4, 128}, {16, 16}} {
+		c := defaults(Test{Write, BW})
+		c.PostList, c.TxDepth = tc.postList, tc.tx
+		l := sendList{op: uverbs.WRRDMAWrite, flags: uverbs.SendSignaled, size: 64, postList: tc.postList,
+			step: 64, cycle: true, pageSize: 4096, base: 1 << 20, rbase: 2 << 20}
+		wrs, _ := l.build()
+		require.Len(t, wrs, tc.postList)
+		posts := warmUpPosts(c)
+		want := posts * signalled(wrs)
+		require.Positive(t, want, "the warm-up waits for something")
+		require.LessOrEqual(t, posts*len(wrs), tc.tx, "the warm-up fits the send queue")
+		require.NotZero(t, wrs[len(wrs)-1].Flags&uverbs.SendSignaled, "the list's last WR is signalled")
+		if tc.postList == 1 {
+			assert.Equal(t, tc.tx, want, "tx_depth single signalled WRs")
+		} else {
+			assert.Equal(t, 1, want, "one completion for the one list")
+		}
+	}
+}
+
+// Issue 9 #11: the duration clock's goroutine and the test loop share
+// nothing but atomics, and stop waits for the goroutine, so the CPU samples
+// it wrote are the loop's afterwards. Run with -race (make test-race):
+// before the fix the timer was reassigned inside its own callback while
+// the loop's deferred Stop read it, and the callbacks read the loop's
+// yielding clock.
+func TestDurationClockRaceFree(t *testing.T) {
+	initClock()
+	var e engine
+	e.meas.cpu.enabled = true
+	d := startDuration(2*time.Millisecond, 5*time.Millisecond, &e.meas.cpu)
+	seen := map[int32]bool{}
+	deadline := time.Now().Add(5 * time.Second)
+	for !d.ended() {
+		seen[d.state.Load()] = true
+		e.pace.maybeYield() // the loop's own state, beside the clock's goroutine
+		require.True(t, time.Now().Before(deadline), "the clock never ended")
+	}
+	require.NoError(t, e.finishDuration(d))
+	assert.True(t, seen[stSample], "the sampled window was seen")
+	assert.Greater(t, e.meas.tcompleted[0], e.meas.tposted[0], "t1 after t0")
+	_ = e.meas.cpu.util() // written by the clock's goroutine, read here
+
+	// Stopped in the middle (the peer left): no goroutine is left behind
+	// and stop can be called again.
+	before := runtime.NumGoroutine()
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := startDuration(time.Hour, time.Hour, &cpuUtil{})
+			d.stop()
+			d.stop()
+			assert.False(t, d.ended())
+		}()
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, runtime.NumGoroutine(), before)
+	var nilClock *durationClock
+	nilClock.stop()
+	assert.False(t, nilClock.ended())
+	assert.False(t, nilClock.sampling())
+}
+
+// Issue 9 #12: a cycle counter that is behind the calibration base (the
+// thread moved to a CPU whose counter lags) reads as a slightly earlier
+// time, not as an unsigned wrap to ~10^19 ns; and a backward step between
+// two stamps is a zero sample, never a negative or giant one.
+func TestClockBackwardsIsNotGiant(t *testing.T) {
+	if !haveCycles {
+		t.Skip("no cycle counter on this architecture")
+	}
+	c := clockSource{cycles: true, base: cycles() + 1_000_000_000, nsPerTick: 1}
+	now := c.now()
+	assert.Less(t, now, int64(0), "a counter behind the base is an earlier time")
+	assert.Greater(t, now, int64(-2_000_000_000), "by about the lag, not a wrap")
+
+	d := latDeltas([]int64{100, 250, 240, 400, math.MaxInt64 / 2})
+	assert.Equal(t, []int64{150, 0, 160, math.MaxInt64/2 - 400}, d)
+	for _, v := range d {
+		assert.GreaterOrEqual(t, v, int64(0))
+	}
+}
+
+// Issue 9 #12: the latency stamp never yields the processor (the pacer is
+// for the bandwidth loops only), however long the loop has run.
+func TestLatencyStampDoesNotYield(t *testing.T) {
+	initClock()
+	e := &engine{cfg: defaults(Test{Write, LAT})}
+	e.meas.tposted = make([]int64, 1<<16)
+	end := time.Now().Add(5 * time.Millisecond) // beyond yieldEvery
+	var i uint64
+	for time.Now().Before(end) && i < uint64(len(e.meas.tposted)) {
+		e.stampPost(i, false)
+		i++
+	}
+	assert.Zero(t, e.pace.calls, "stampPost consulted the pacer")
+	assert.Zero(t, e.pace.yieldAt, "stampPost yielded")
+	for k := uint64(1); k < i; k++ {
+		require.GreaterOrEqual(t, e.meas.tposted[k], e.meas.tposted[k-1])
+	}
+}
+
+// -F's help names the clock ibgo reads.
+func TestCPUFreqHelp(t *testing.T) {
+	u := Usage(Test{Write, LAT}, "ib_write_lat")
+	assert.Contains(t, u, "cycle counter")
+	assert.NotContains(t, u, "reads the monotonic clock)")
+}
+
+// Run refuses a bad Config with a typed error before touching a device.
+func TestRunRejectsBadConfig(t *testing.T) {
+	c := DefaultConfig(Test{Write, BW})
+	c.Iters = 1
+	_, err := Run(context.Background(), c)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, KindConfig, e.Kind)
+	assert.Contains(t, printed(err), "Iteration num should be between 5 and")
+}
+
+// The flow table: each test family's handshakes in perftest's order.
+func TestFlowTable(t *testing.T) {
+	mk := func(name string, server bool, mod func(*Config)) flow {
+		tt, _ := TestByName(name)
+		c := defaults(tt)
+		if !server {
+			c.Server = "h"
+		}
+		if mod != nil {
+			mod(c)
+		}
+		return flowFor(c)
+	}
+	f := mk("write_bw", true, nil)
+	assert.True(t, f.passive && f.passiveReport)
+	assert.Equal(t, preamble{TrailingHS: true}, f.pre)
+	f = mk("write_bw", false, nil)
+	assert.False(t, f.passive)
+	assert.Equal(t, endReportAndClose, f.ending)
+	f = mk("write_bw", true, func(c *Config) { c.Bidir, c.All = true, true })
+	assert.True(t, !f.passive && f.syncBefore && f.syncAfterLoop && f.exchange && !f.syncAfterReport)
+	assert.Equal(t, endClose, f.ending)
+	f = mk("send_bw", true, func(c *Config) { c.All = true })
+	assert.Equal(t, preamble{HSAfterConnect: true}, f.pre)
+	assert.True(t, f.postRecvs && f.syncBefore && f.syncAfterReport && !f.syncAfterLoop)
+	assert.Equal(t, loopBWServer, f.loop)
+	f = mk("send_bw", false, nil)
+	assert.False(t, f.postRecvs)
+	assert.Equal(t, loopBW, f.loop)
+	f = mk("send_bw", false, func(c *Config) { c.Bidir = true })
+	assert.Equal(t, loopBi, f.loop)
+	assert.True(t, f.postRecvs && f.exchange)
+	f = mk("write_lat", true, nil)
+	assert.Equal(t, preamble{LeadingHS: true, TrailingHS: true}, f.pre)
+	assert.Equal(t, endLinger, f.ending)
+	f = mk("send_lat", false, nil)
+	assert.Equal(t, preamble{HSAfterConnect: true}, f.pre)
+	assert.True(t, f.postRecvs && f.syncBefore)
+	f = mk("read_lat", true, nil)
+	assert.True(t, f.passive && !f.passiveReport)
+	assert.Equal(t, headerNone, f.header)
+	f = mk("atomic_lat", false, nil)
+	assert.Equal(t, endCloseThenLine, f.ending)
+	assert.Equal(t, loopLat, f.loop)
+}
+
+// Every Error prints something, in perftest's words where perftest has
+// them, and says what it is about in Go's.
+func TestErrorWording(t *testing.T) {
+	wc := uverbs.WC{Status: uverbs.WCRemAccessErr, WRID: 3, VendorErr: 0x22}
+	err := compErr("client", &wc, 10, 7)
+	assert.Equal(t, " Completion with error at client\n Failed status 10 (remote access error): wr_id 3 syndrom 0x22\nscnt=10, ccnt=7\n", printed(err))
+	assert.Contains(t, err.Error(), "client")
+	assert.ErrorIs(t, errPeerGone(), ErrPeerGone)
+	assert.NotErrorIs(t, err, ErrPeerGone)
+	assert.Contains(t, printed(errPeerGone()), "The peer closed the out-of-band connection during the test")
+	for o := opNone + 1; o <= opCheck; o++ {
+		e := &Error{Kind: KindSession, op: o}
+		assert.NotEmpty(t, perftestText(e), "op %d", o)
+		assert.NotEmpty(t, opNames[o], "op %d has no name", o)
+	}
+}
