@@ -46,7 +46,12 @@ func (c *Context) AllocPD() (*PD, error) {
 
 // Close deallocates the PD. The kernel refuses (EBUSY, ErrBusy) while MRs,
 // QPs, SRQs or AHs still use it; the PD then stays usable.
-func (pd *PD) Close() error { return pd.closeObject("dealloc pd", nil) }
+func (pd *PD) Close() error {
+	if pd == nil {
+		return nil
+	}
+	return pd.closeObject("dealloc pd", nil)
+}
 
 // SGEBytes returns the registered memory an inline SGE names: the bytes at
 // the SGE's virtual address and length, if they lie inside the memory of the
