@@ -114,6 +114,23 @@ last_total() { # the last "totals N messages" of a rate_subscriber log
 	grep -o 'totals [0-9]* messages' "$1" | tail -1 | awk '{print $2}'
 }
 
+# mixed SLUG DRIVERNAME: ibgo's publisher (a Go client) to Aeron's rate_subscriber
+# (a C client) through the driver in $D.
+mixed() {
+	local n=100000
+	bg rate_subscriber-mixed-$1 "$BIN/rate_subscriber" -p "$D" -c $C -s 1004
+	local s=$LAST
+	wait_for "$WORK/rate_subscriber-mixed-$1.log" 'Subscription channel status' 20
+	run 300 pub-mixed-$1 "$IBGO" aeron pub --dir "$D" --channel $C --stream 1004 --messages $n --length 256 --exclusive
+	local rc=$?
+	wait_for "$WORK/rate_subscriber-mixed-$1.log" "totals $n messages" 30
+	stop "$s"
+	local got
+	got=$(last_total "$WORK/rate_subscriber-mixed-$1.log")
+	result "ibgo aeron pub --exclusive -n $n -l 256 -> rate_subscriber, against $2" \
+		$([ "$rc" = 0 ] && [ "$got" = "$n" ] && echo 0 || echo 1) "pub exit $rc, subscriber total ${got:-none}"
+}
+
 echo "== Aeron's C samples against ibgo driver (logs in $WORK)"
 start_ibgo_driver
 D=$DIR
@@ -172,6 +189,8 @@ grep -q 'distinct error' "$WORK/ErrorStat.log" && grep -q 'udp' "$WORK/ErrorStat
 ok=$?
 result "ErrorStat" $([ "$rc" = 0 ] && [ $ok = 0 ] && echo 0 || echo 1) "exit $rc, $(grep 'distinct error' "$WORK/ErrorStat.log")"
 
+mixed ibgo "ibgo driver"
+
 stop "$DRIVER"
 rc=$RC
 result "ibgo driver clean shutdown on SIGINT" $([ "$rc" = 0 ] && [ ! -e "$D" ] && echo 0 || echo 1) "exit $rc"
@@ -193,6 +212,8 @@ for ex in "" --exclusive; do
 	result "ibgo aeron pub $ex -n 100000 -l 256 -> ibgo aeron sub" $([ "$prc" = 0 ] && [ "$src" = 0 ] && echo 0 || echo 1) \
 		"pub exit $prc, sub exit $src: $(tail -1 "$WORK/sub-$name.log")"
 done
+
+mixed c aeronmd
 
 bg pong "$IBGO" aeron pong --dir "$D" --messages 22000
 P=$LAST
