@@ -95,3 +95,4 @@ clean: clean-dist
 
 # Release artefacts: make dist, make image-oci, make test-image (docs/deploy.md).
 include mk/ship.mk
+include mk/aeron.mk

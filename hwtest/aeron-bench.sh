@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# aeron-bench.sh: IPC, 256-byte messages, one publisher and one subscriber:
+# messages/s and ping-pong RTT p50/p99/p99.9, for ibgo's client + ibgo driver
+# and (when AERON_C_BIN is given) Aeron's C samples + C driver, interleaved:
+# ROUNDS rounds, the two stacks alternating which goes first, medians and
+# their ratio printed at the end (make bench-aeron).
+#
+#   ROUNDS=3 MESSAGES=10000000 PINGS=20000 hwtest/aeron-bench.sh IBGO [AERON_C_BIN]
+#
+# Throughput: ibgo `aeron throughput` (publisher and subscriber in one
+# process, publisher's rate over all messages) against Aeron's
+# streaming_publisher -> rate_subscriber (the publisher's "Total" rate).
+# Latency: ibgo `aeron ping`/`pong` against cping/cpong, PINGS round trips
+# after PINGS/4 warm-up. Each run gets a fresh driver in its own /dev/shm
+# directory; every process is stopped by its pid.
+set -u
+
+IBGO=${1:?usage: aeron-bench.sh IBGO [AERON_C_BIN]}
+BIN=${2:-}
+ROUNDS=${ROUNDS:-3}
+MESSAGES=${MESSAGES:-10000000}
+PINGS=${PINGS:-20000}
+WARM=$((PINGS / 4))
+C=aeron:ipc
+
+WORK=$(mktemp -d /tmp/ibgo-bench.XXXXXX)
+PIDS=()
+DIRS=()
+cleanup() {
+	local p d
+	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	for d in "${DIRS[@]}"; do rm -rf "$d"; done
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+stop() { # SIGINT, 5 s, SIGKILL
+	local pid=$1 i
+	kill -INT "$pid" 2>/dev/null
+	for i in $(seq 50); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+}
+
+bg() { # bg LOG CMD...: pid in $LAST
+	local log=$1
+	shift
+	stdbuf -oL -eL "$@" >"$log" 2>&1 &
+	LAST=$!
+	PIDS+=("$LAST")
+}
+
+wait_file() {
+	local i
+	for i in $(seq 200); do [ -e "$1" ] && return 0; sleep 0.1; done
+	echo "aeron-bench: no $1" >&2
+	return 1
+}
+
+# dur2us: Go durations (570ns, 13.5µs, 2.3ms, 1.2s) to microseconds
+dur2us() {
+	awk -v d="$1" 'BEGIN {
+		if (d ~ /ns$/) { sub(/ns$/, "", d); printf "%.3f", d / 1000 }
+		else if (d ~ /(µs|us)$/) { sub(/(µs|us)$/, "", d); printf "%.3f", d }
+		else if (d ~ /ms$/) { sub(/ms$/, "", d); printf "%.3f", d * 1000 }
+		else if (d ~ /s$/) { sub(/s$/, "", d); printf "%.3f", d * 1000000 }
+		else printf "nan" }'
+}
+
+# hdr_pct LOG P: the value (µs) of the first HdrHistogram row at or past percentile P
+hdr_pct() {
+	awk -v p="$2" 'NF == 4 && $2 ~ /^[0-9.]+$/ && $2 + 0 >= p { print $1; exit }' "$1"
+}
+
+newdir() {
+	DIR=/dev/shm/ibgo-bench-$1-$$-$RANDOM
+	DIRS+=("$DIR")
+	rm -rf "$DIR"
+}
+
+run_ibgo() { # appends "tput p50 p99 p999" to $WORK/ibgo.txt
+	newdir ibgo
+	bg "$WORK/ibgo-driver.log" "$IBGO" driver --dir "$DIR" --dir-delete-on-shutdown
+	local drv=$LAST
+	wait_file "$DIR/cnc.dat" || return
+	sleep 0.5
+	timeout -s INT 600 "$IBGO" aeron throughput --dir "$DIR" --channel $C --messages "$MESSAGES" --length 256 >"$WORK/ibgo-tput.log" 2>&1
+	local tput
+	tput=$(grep -o '[0-9.]* M msg/s' "$WORK/ibgo-tput.log" | tail -1 | awk '{print $1}')
+	bg "$WORK/ibgo-pong.log" "$IBGO" aeron pong --dir "$DIR"
+	local pong=$LAST
+	sleep 0.5
+	timeout -s INT 600 "$IBGO" aeron ping --dir "$DIR" --messages "$PINGS" --warmup "$WARM" --length 256 >"$WORK/ibgo-ping.log" 2>&1
+	stop "$pong"
+	stop "$drv"
+	local l p50 p99 p999
+	l=$(grep 'p99.9=' "$WORK/ibgo-ping.log" | tail -1)
+	p50=$(dur2us "$(sed -n 's/.* p50=\([^ ]*\).*/\1/p' <<<"$l")")
+	p99=$(dur2us "$(sed -n 's/.* p99=\([^ ]*\).*/\1/p' <<<"$l")")
+	p999=$(dur2us "$(sed -n 's/.* p99\.9=\([^ ]*\).*/\1/p' <<<"$l")")
+	echo "${tput:-nan} ${p50:-nan} ${p99:-nan} ${p999:-nan}" >>"$WORK/ibgo.txt"
+	echo "  ibgo:    ${tput:-nan} M msg/s; RTT p50 ${p50:-nan} / p99 ${p99:-nan} / p99.9 ${p999:-nan} µs"
+}
+
+run_c() { # appends "tput p50 p99 p999" to $WORK/c.txt
+	newdir c
+	AERON_DIR=$DIR AERON_DIR_DELETE_ON_SHUTDOWN=true bg "$WORK/aeronmd.log" "$BIN/aeronmd"
+	local drv=$LAST
+	wait_file "$DIR/cnc.dat" || return
+	sleep 0.5
+	bg "$WORK/c-rate.log" "$BIN/rate_subscriber" -p "$DIR" -c $C -s 1001
+	local sub=$LAST
+	sleep 0.5
+	timeout -s INT 600 "$BIN/streaming_publisher" -p "$DIR" -c $C -s 1001 -L 256 -m "$MESSAGES" >"$WORK/c-pub.log" 2>&1
+	stop "$sub"
+	local tput
+	tput=$(sed -n 's/^Total: [0-9]*ms, \([0-9.e+]*\) msgs\/sec.*/\1/p' "$WORK/c-pub.log" | awk '{printf "%.3f", $1 / 1e6}')
+	bg "$WORK/c-pong.log" "$BIN/cpong" -p "$DIR" -c $C -C $C
+	local pong=$LAST
+	sleep 0.5
+	timeout -s INT 600 "$BIN/cping" -p "$DIR" -c $C -C $C -m "$PINGS" -w "$WARM" -L 256 >"$WORK/c-ping.log" 2>&1
+	stop "$pong"
+	stop "$drv"
+	local p50 p99 p999
+	p50=$(hdr_pct "$WORK/c-ping.log" 0.5)
+	p99=$(hdr_pct "$WORK/c-ping.log" 0.99)
+	p999=$(hdr_pct "$WORK/c-ping.log" 0.999)
+	echo "${tput:-nan} ${p50:-nan} ${p99:-nan} ${p999:-nan}" >>"$WORK/c.txt"
+	echo "  Aeron C: ${tput:-nan} M msg/s; RTT p50 ${p50:-nan} / p99 ${p99:-nan} / p99.9 ${p999:-nan} µs"
+}
+
+median() { # median FILE COLUMN
+	awk -v c="$2" '$c != "nan" { print $c }' "$1" | sort -g | awk '{ v[NR] = $1 } END {
+		if (NR == 0) { print "nan"; exit }
+		if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+echo "aeron-bench: IPC, 256-byte messages, $ROUNDS rounds, $MESSAGES messages, $PINGS pings; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg) at start"
+[ -n "$BIN" ] || echo "aeron-bench: AERON_C_BIN not set: ibgo only (see mk/aeron.mk for how to build Aeron's C samples)"
+for r in $(seq "$ROUNDS"); do
+	echo "round $r (load $(cut -d' ' -f1 /proc/loadavg))"
+	if [ -n "$BIN" ] && [ $((r % 2)) = 0 ]; then
+		run_c
+		run_ibgo
+	else
+		run_ibgo
+		[ -n "$BIN" ] && run_c
+	fi
+done
+
+echo
+echo "medians over $ROUNDS rounds (load $(cut -d' ' -f1-3 /proc/loadavg) at end):"
+printf '| %-28s | %14s | %10s | %10s | %10s |\n' "clients + driver" "M msg/s" "p50 µs" "p99 µs" "p99.9 µs"
+printf '|%s|%s|%s|%s|%s|\n' "------------------------------" "----------------" "------------" "------------" "------------"
+row() { printf '| %-28s | %14s | %10s | %10s | %10s |\n' "$1" "$(median "$2" 1)" "$(median "$2" 2)" "$(median "$2" 3)" "$(median "$2" 4)"; }
+row "ibgo client + ibgo driver" "$WORK/ibgo.txt"
+if [ -n "$BIN" ]; then
+	row "Aeron C samples + aeronmd" "$WORK/c.txt"
+	ratio() { awk -v a="$(median "$WORK/ibgo.txt" "$1")" -v b="$(median "$WORK/c.txt" "$1")" 'BEGIN {
+		if (a == "nan" || b == "nan" || b == 0) print "nan"; else printf "%.2f", a / b }'; }
+	printf '| %-28s | %14s | %10s | %10s | %10s |\n' "ratio ibgo / C" "$(ratio 1)" "$(ratio 2)" "$(ratio 3)" "$(ratio 4)"
+	echo "(throughput ratio > 1 and latency ratios < 1 favour ibgo)"
+fi

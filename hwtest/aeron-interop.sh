@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# aeron-interop.sh: the interop matrix between ibgo and Aeron's C driver,
+# client library and samples (make interop-aeron AERON_C_BIN=DIR).
+#
+#   hwtest/aeron-interop.sh IBGO AERON_C_BIN
+#
+# IBGO is an ibgo binary; AERON_C_BIN a directory holding a build of Aeron's
+# C samples (aeronmd, basic_publisher, basic_subscriber, streaming_publisher,
+# streaming_exclusive_publisher, rate_subscriber, cping, cpong, AeronStat,
+# ErrorStat). Part 1 runs Aeron's C samples against `ibgo driver`; part 2
+# runs ibgo's samples against Aeron's aeronmd. Every driver gets its own
+# directory under /dev/shm, every process started here is stopped by its pid,
+# every wait is bounded. Prints PASS/FAIL per row and exits non-zero if any
+# row failed.
+set -u
+
+IBGO=${1:?usage: aeron-interop.sh IBGO AERON_C_BIN}
+BIN=${2:?usage: aeron-interop.sh IBGO AERON_C_BIN}
+MSGS=${INTEROP_MESSAGES:-1000000}
+C=aeron:ipc
+
+for b in aeronmd basic_publisher basic_subscriber streaming_publisher streaming_exclusive_publisher \
+	rate_subscriber cping cpong AeronStat ErrorStat; do
+	[ -x "$BIN/$b" ] || { echo "interop-aeron: $BIN/$b is missing or not executable" >&2; exit 2; }
+done
+
+WORK=$(mktemp -d /tmp/ibgo-interop.XXXXXX)
+PIDS=()
+DIRS=()
+FAILS=0
+RESULTS=()
+
+# stop PID: SIGINT, up to 5 s to exit, then SIGKILL; the exit status in $RC.
+# (Not in a $(...) subshell: only this shell can wait for its children.)
+stop() {
+	local pid=$1 i
+	kill -INT "$pid" 2>/dev/null
+	for i in $(seq 50); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	RC=$?
+}
+
+cleanup() {
+	local p d
+	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	for d in "${DIRS[@]}"; do rm -rf "$d"; done
+}
+trap cleanup EXIT
+
+# bg NAME CMD...: start CMD in the background, stdout line-buffered into
+# $WORK/NAME.log; its pid is in $LAST.
+bg() {
+	local name=$1
+	shift
+	stdbuf -oL -eL "$@" >"$WORK/$name.log" 2>&1 &
+	LAST=$!
+	PIDS+=("$LAST")
+}
+
+# run SECONDS NAME CMD...: run CMD in the foreground with a time limit.
+run() {
+	local t=$1 name=$2
+	shift 2
+	timeout -s INT -k 5 "$t" stdbuf -oL -eL "$@" >"$WORK/$name.log" 2>&1
+}
+
+# wait_for FILE PATTERN SECONDS: until FILE has a line matching PATTERN.
+wait_for() {
+	local i
+	for i in $(seq $(($3 * 10))); do
+		grep -q -E "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+result() { # result NAME OK DETAIL
+	if [ "$2" = 0 ]; then
+		RESULTS+=("PASS  $1: $3")
+	else
+		RESULTS+=("FAIL  $1: $3 (log: $WORK)")
+		FAILS=$((FAILS + 1))
+	fi
+	echo "${RESULTS[-1]}"
+}
+
+newdir() {
+	DIR=/dev/shm/ibgo-interop-$1-$$-$RANDOM
+	DIRS+=("$DIR")
+	rm -rf "$DIR"
+}
+
+start_ibgo_driver() {
+	newdir ibgo
+	bg ibgo-driver "$IBGO" driver --dir "$DIR" --dir-delete-on-shutdown
+	DRIVER=$LAST
+	wait_for "$DIR/cnc.dat" . 20
+	sleep 0.5
+}
+
+start_c_driver() {
+	newdir c
+	AERON_DIR=$DIR AERON_DIR_DELETE_ON_SHUTDOWN=true bg aeronmd "$BIN/aeronmd"
+	DRIVER=$LAST
+	wait_for "$DIR/cnc.dat" . 20
+	sleep 0.5
+}
+
+last_total() { # the last "totals N messages" of a rate_subscriber log
+	grep -o 'totals [0-9]* messages' "$1" | tail -1 | awk '{print $2}'
+}
+
+# mixed SLUG DRIVERNAME: ibgo's publisher (a Go client) to Aeron's rate_subscriber
+# (a C client) through the driver in $D.
+mixed() {
+	local n=100000
+	bg rate_subscriber-mixed-$1 "$BIN/rate_subscriber" -p "$D" -c $C -s 1004
+	local s=$LAST
+	wait_for "$WORK/rate_subscriber-mixed-$1.log" 'Subscription channel status' 20
+	run 300 pub-mixed-$1 "$IBGO" aeron pub --dir "$D" --channel $C --stream 1004 --messages $n --length 256 --exclusive
+	local rc=$?
+	wait_for "$WORK/rate_subscriber-mixed-$1.log" "totals $n messages" 30
+	stop "$s"
+	local got
+	got=$(last_total "$WORK/rate_subscriber-mixed-$1.log")
+	result "ibgo aeron pub --exclusive -n $n -l 256 -> rate_subscriber, against $2" \
+		$([ "$rc" = 0 ] && [ "$got" = "$n" ] && echo 0 || echo 1) "pub exit $rc, subscriber total ${got:-none}"
+}
+
+echo "== Aeron's C samples against ibgo driver (logs in $WORK)"
+start_ibgo_driver
+D=$DIR
+
+bg basic_subscriber "$BIN/basic_subscriber" -p "$D" -c $C -s 1001
+S=$LAST
+wait_for "$WORK/basic_subscriber.log" 'Subscription channel status' 20
+run 30 basic_publisher "$BIN/basic_publisher" -p "$D" -c $C -s 1001 -m 5 -l 1
+wait_for "$WORK/basic_subscriber.log" 'Hello World! 4' 10
+stop "$S"
+got=$(grep -c '<<Hello World! [0-4]>>' "$WORK/basic_subscriber.log")
+order=$(grep -o 'Hello World! [0-9]' "$WORK/basic_subscriber.log" | awk '{print $3}' | tr -d '\n')
+grep -q 'Available image' "$WORK/basic_subscriber.log" && grep -q 'Done sending' "$WORK/basic_publisher.log"
+ok=$?
+result "basic_publisher -> basic_subscriber" $([ $ok = 0 ] && [ "$got" = 5 ] && [ "$order" = 01234 ] && echo 0 || echo 1) \
+	"$got of 5 messages, order $order, image available"
+
+for pub in streaming_publisher streaming_exclusive_publisher; do
+	bg rate_subscriber-$pub "$BIN/rate_subscriber" -p "$D" -c $C -s 1001
+	S=$LAST
+	wait_for "$WORK/rate_subscriber-$pub.log" 'Subscription channel status' 20
+	run 300 $pub "$BIN/$pub" -p "$D" -c $C -s 1001 -L 256 -m "$MSGS"
+	rc=$?
+	wait_for "$WORK/rate_subscriber-$pub.log" "totals $MSGS messages" 30
+	stop "$S"
+	got=$(last_total "$WORK/rate_subscriber-$pub.log")
+	rate=$(grep -o 'Total: .*msgs/sec' "$WORK/$pub.log")
+	result "$pub -L 256 -m $MSGS -> rate_subscriber" $([ "$rc" = 0 ] && [ "$got" = "$MSGS" ] && echo 0 || echo 1) \
+		"publisher exit $rc, subscriber total ${got:-none}; $rate"
+done
+
+bg cpong "$BIN/cpong" -p "$D" -c $C -C $C
+P=$LAST
+wait_for "$WORK/cpong.log" 'Publication channel status' 20
+run 120 cping "$BIN/cping" -p "$D" -c $C -C $C -m 20000 -w 2000 -L 256
+rc=$?
+stop "$P"
+p50=$(grep -E '^ *[0-9.]+ +0\.5000' "$WORK/cping.log" | awk '{print $1}' | head -1)
+grep -q -i 'histogram\|percentile' "$WORK/cping.log"
+ok=$?
+result "cping -m 20000 -L 256 / cpong" $([ "$rc" = 0 ] && [ $ok = 0 ] && echo 0 || echo 1) "cping exit $rc, p50 ${p50:-?} us"
+
+run 20 AeronStat "$BIN/AeronStat" -d "$D" -w false
+rc=$?
+rows=$(grep -c -E '^ *[0-9]+: ' "$WORK/AeronStat.log")
+grep -q 'Bytes sent' "$WORK/AeronStat.log" && grep -q 'Control protocol version' "$WORK/AeronStat.log"
+ok=$?
+result "AeronStat -w false" $([ "$rc" = 0 ] && [ $ok = 0 ] && [ "$rows" -gt 30 ] && echo 0 || echo 1) "exit $rc, $rows counter rows"
+
+# An aeron:udp channel is refused by ibgo driver (no UDP medium yet); the
+# refusal must show in the distinct error log that ErrorStat reads.
+run 20 udp-publisher "$BIN/basic_publisher" -p "$D" -c 'aeron:udp?endpoint=localhost:20121' -m 1 -l 0
+run 20 ErrorStat "$BIN/ErrorStat" -d "$D"
+rc=$?
+grep -q 'distinct error' "$WORK/ErrorStat.log" && grep -q 'udp' "$WORK/ErrorStat.log"
+ok=$?
+result "ErrorStat" $([ "$rc" = 0 ] && [ $ok = 0 ] && echo 0 || echo 1) "exit $rc, $(grep 'distinct error' "$WORK/ErrorStat.log")"
+
+mixed ibgo "ibgo driver"
+
+stop "$DRIVER"
+rc=$RC
+result "ibgo driver clean shutdown on SIGINT" $([ "$rc" = 0 ] && [ ! -e "$D" ] && echo 0 || echo 1) "exit $rc"
+
+echo "== ibgo's samples against Aeron's aeronmd"
+start_c_driver
+D=$DIR
+
+for ex in "" --exclusive; do
+	name="pub${ex:+-exclusive}"
+	bg sub-$name "$IBGO" aeron sub --dir "$D" --channel $C --stream 1001 --messages 100000 --timeout 60s
+	S=$LAST
+	sleep 1
+	run 300 $name "$IBGO" aeron pub --dir "$D" --channel $C --stream 1001 --messages 100000 --length 256 $ex
+	prc=$?
+	for i in $(seq 600); do kill -0 "$S" 2>/dev/null || break; sleep 0.1; done
+	stop "$S"
+	src=$RC
+	result "ibgo aeron pub $ex -n 100000 -l 256 -> ibgo aeron sub" $([ "$prc" = 0 ] && [ "$src" = 0 ] && echo 0 || echo 1) \
+		"pub exit $prc, sub exit $src: $(tail -1 "$WORK/sub-$name.log")"
+done
+
+mixed c aeronmd
+
+bg pong "$IBGO" aeron pong --dir "$D" --messages 22000
+P=$LAST
+sleep 1
+run 120 ping "$IBGO" aeron ping --dir "$D" --messages 20000 --warmup 2000 --length 256
+rc=$?
+stop "$P"
+prc=$RC
+result "ibgo aeron ping / pong" $([ "$rc" = 0 ] && echo 0 || echo 1) "ping exit $rc, pong exit $prc: $(grep -i 'p50\|50' "$WORK/ping.log" | head -1)"
+
+run 300 throughput "$IBGO" aeron throughput --dir "$D" --messages "$MSGS" --length 256
+rc=$?
+result "ibgo aeron throughput -n $MSGS" $([ "$rc" = 0 ] && echo 0 || echo 1) "exit $rc: $(tail -1 "$WORK/throughput.log")"
+
+stop "$DRIVER"
+rc=$RC
+echo "(aeronmd exit status $rc)"
+
+echo
+echo "== interop-aeron summary ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg))"
+printf '%s\n' "${RESULTS[@]}"
+if [ "$FAILS" != 0 ]; then
+	echo "interop-aeron: $FAILS failed; logs kept in $WORK"
+	exit 1
+fi
+rm -rf "$WORK"
+echo "interop-aeron: all passed"

@@ -1,0 +1,43 @@
+# Aeron interoperability and benchmark targets (docs/aeron.md, docs/perf.md).
+#
+#   make interop-aeron AERON_C_BIN=DIR   Aeron's C samples against ibgo driver
+#                                        and ibgo's samples against aeronmd
+#   make bench-aeron [AERON_C_BIN=DIR]   IPC throughput and ping-pong latency,
+#                                        ibgo vs Aeron C, interleaved rounds
+#
+# AERON_C_BIN is a directory with a build of Aeron's C driver and samples.
+# Nothing of Aeron is part of this repository: build it yourself from Aeron's
+# public source (github.com/aeron-io/aeron) with cmake, samples on (the
+# default; e.g. cmake -DCMAKE_BUILD_TYPE=Release -DAERON_TESTS=OFF, then
+# make aeronmd basic_publisher basic_subscriber streaming_publisher
+# streaming_exclusive_publisher rate_subscriber cping cpong AeronStat
+# ErrorStat), and point AERON_C_BIN at its binaries/ directory.
+
+AERON_C_BIN ?=
+BENCH_AERON_ROUNDS ?= 3
+BENCH_AERON_MESSAGES ?= 10000000
+
+.PHONY: interop-aeron bench-aeron
+
+define AERON_C_BIN_HELP
+interop-aeron: FAIL: AERON_C_BIN is not set.
+  It needs a directory of Aeron C binaries (aeronmd, basic_publisher, basic_subscriber,
+  streaming_publisher, streaming_exclusive_publisher, rate_subscriber, cping, cpong,
+  AeronStat, ErrorStat). Build them outside this repository from Aeron's public source
+  (github.com/aeron-io/aeron) with cmake (Release, samples on, about 15 minutes), then run
+    make interop-aeron AERON_C_BIN=/path/to/aeron/build/binaries
+endef
+export AERON_C_BIN_HELP
+
+## interop-aeron: the interop matrix with Aeron's C driver and samples (needs AERON_C_BIN)
+interop-aeron:
+	@if [ -z "$(AERON_C_BIN)" ]; then echo "$$AERON_C_BIN_HELP" >&2; exit 2; fi
+	@mkdir -p bin
+	$(GO) build -o bin/ibgo ./cmd/ibgo
+	hwtest/aeron-interop.sh bin/ibgo "$(AERON_C_BIN)"
+
+## bench-aeron: IPC 256-byte throughput and ping-pong, ibgo vs Aeron C when AERON_C_BIN is set
+bench-aeron:
+	@mkdir -p bin
+	$(GO) build -o bin/ibgo ./cmd/ibgo
+	ROUNDS=$(BENCH_AERON_ROUNDS) MESSAGES=$(BENCH_AERON_MESSAGES) hwtest/aeron-bench.sh bin/ibgo "$(AERON_C_BIN)"
