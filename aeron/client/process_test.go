@@ -209,7 +209,11 @@ func TestClientKilledResourcesReleased(t *testing.T) {
 	h.cmd.Wait()
 
 	waitFor(t, "client liveness timeout counted", func() bool { return counters.CounterValue(24) > timeouts })
-	require.NotEqual(t, int32(cnc.RecordAllocated), counters.CounterState(int32(ctrID)), "the dead client's counter is freed")
+	// The driver counts the timeout, then releases the client's resources:
+	// wait for the release rather than racing it.
+	waitFor(t, "the dead client's counter freed", func() bool {
+		return counters.CounterState(int32(ctrID)) != int32(cnc.RecordAllocated)
+	})
 	require.Equal(t, int32(cnc.NullCounterID), counters.FindByTypeIDAndRegistrationID(cnc.TypeClientHeartbeatTimestamp, heldID))
 	counters.ForEach(func(ctr cnc.Counter) bool {
 		require.NotEqual(t, heldID, ctr.OwnerID, "counter %d %q still owned by the dead client", ctr.ID, ctr.Label)
