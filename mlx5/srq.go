@@ -23,7 +23,7 @@ type srqQueue struct {
 	tail  uint32
 	count uint32 // the doorbell counter
 	dbrec *uint32
-	local localFn // the SRQ's PD's registered memory (scatter-to-CQE)
+	local localFn    // the SRQ's PD's registered memory (scatter-to-CQE)
 	mu    sync.Mutex // post and the CQ poll's free both move the free list (libmlx5 srq->lock)
 }
 
