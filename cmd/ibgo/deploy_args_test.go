@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ibgo/ibgo/internal/testutil"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 )
@@ -67,6 +68,7 @@ func strs(a []any) []string {
 // manifests with ibgo's own CLI (asking for --help after the flags, so
 // nothing runs): a renamed command or flag fails here, not in a cluster.
 func TestDeployManifestsUseRealFlags(t *testing.T) {
+	testutil.HostOnly(t, "reads the manifests in deploy/")
 	inv := ibgoInvocations(t)
 	require.GreaterOrEqual(t, len(inv), 8, "%v", inv)
 	known := map[string]bool{}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibgo/ibgo/internal/release"
+	"github.com/ibgo/ibgo/internal/testutil"
 )
 
 // TestVersionEmbeddedByLinker links ibgo the way mk/ship.mk does and checks
@@ -22,6 +23,7 @@ func linkedIbgo(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("links a binary; -short skips it")
 	}
+	testutil.HostOnly(t, "links a binary with the go command")
 	dir := t.TempDir()
 	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "ibgo"), "-ldflags",
 		"-s -w -X main.version="+linkedVersion+" -X main.commit="+linkedCommit+" -X main.buildDate="+linkedDate, ".")

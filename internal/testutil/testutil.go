@@ -35,6 +35,21 @@ type VMInfo struct {
 // Required reports whether a missing VM tier is a failure (REQUIRE_VM=1).
 func Required() bool { return os.Getenv("REQUIRE_VM") == "1" }
 
+// InGuest reports whether the test runs inside the VM harness's guest (its
+// init exports IBGO_VM=1).
+func InGuest() bool { return os.Getenv("IBGO_VM") == "1" }
+
+// HostOnly skips a unit-tier test inside the guest: the harness runs a
+// package's whole test binary there for its VM-tier tests, but the guest has
+// no Go toolchain and no source tree beyond testdata/, so a test that builds
+// binaries or reads the repository belongs to the host run.
+func HostOnly(t testing.TB, why string) {
+	t.Helper()
+	if InGuest() {
+		t.Skipf("unit tier, run on the host: %s", why)
+	}
+}
+
 // skipOrFail skips with reason, or fails when the tier is required.
 func skipOrFail(t testing.TB, reason string) {
 	t.Helper()
