@@ -8,7 +8,7 @@ VM       = $(GO) run ./hwtest/vm
 
 export CGO_ENABLED = 0
 
-.PHONY: all build test test-unit test-race boundary archdoc test-vm test-vm-one demo bench-vm lint cross fuzz image clean
+.PHONY: hwtest-bin all build test test-unit test-race boundary archdoc test-vm test-vm-one demo bench-vm lint cross fuzz image clean
 
 all: build
 
@@ -66,6 +66,17 @@ bench-vm:
 ## image: build (or show the cached) guest image
 image:
 	$(VM) image -kernel $(KERNEL)
+
+## hwtest-bin: static test binaries for a ConnectX host (docs/hardware.md), amd64 and arm64
+hwtest-bin:
+	@for arch in amd64 arm64; do \
+		mkdir -p bin/hwtest/$$arch; \
+		for pkg in hwtest uverbs mlx5 perftest; do \
+			GOOS=linux GOARCH=$$arch $(GO) test -c -trimpath -o bin/hwtest/$$arch/$$pkg.test ./$$pkg || exit 1; \
+		done; \
+		GOOS=linux GOARCH=$$arch $(GO) build -trimpath -o bin/hwtest/$$arch/ibgo ./cmd/ibgo || exit 1; \
+		echo "bin/hwtest/$$arch: $$(ls bin/hwtest/$$arch | tr '\n' ' ')"; \
+	done
 
 ## lint: gofmt and go vet
 lint:
