@@ -41,8 +41,8 @@ one() {
 	$bin -d rxe0 -x "$gidx" -p $port "$@" > /tmp/b.srv 2>&1 &
 	srv=$!
 	waitport $port
-	$bin -d rxe0 -x "$gidx" -p $port "$@" "$ip" > /tmp/b.cli 2>&1 || { cat /tmp/b.cli; exit 1; }
-	wait $srv || { cat /tmp/b.srv; exit 1; }
+	$bin -d rxe0 -x "$gidx" -p $port "$@" "$ip" > /tmp/b.cli 2>&1 || { echo "== $impl $test $*: client failed" >&2; cat /tmp/b.cli /tmp/b.srv >&2; exit 1; }
+	wait $srv || { echo "== $impl $test $*: server failed" >&2; cat /tmp/b.srv >&2; exit 1; }
 	awk -v c="$col" '/^ #bytes/ {r=1; next} r && NF > 3 {print $c; exit}' /tmp/b.cli
 }
 
