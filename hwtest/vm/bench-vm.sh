@@ -51,6 +51,8 @@ median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR]=$1} END {print v[int((NR
 # case NAME TEST COLUMN KIND ARGS...
 bench() {
 	name=$1 test=$2 col=$3 kind=$4; shift 4
+	# BENCH_ONLY=regex runs only the cases whose name matches.
+	if [ -n "${BENCH_ONLY:-}" ] && ! echo "$name" | grep -Eq "$BENCH_ONLY"; then return 0; fi
 	cs="" gs="" bs=""
 	r=0
 	while [ $r -lt "$ROUNDS" ]; do
