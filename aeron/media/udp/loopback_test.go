@@ -82,9 +82,13 @@ type pair struct {
 // connectPair starts two drivers (the subscriber's with receive loss),
 // a publication in one and a subscription in the other on one unicast
 // channel, and waits until both sides are connected.
-func connectPair(t *testing.T, recvLoss float64, channelExtra string) *pair {
+func connectPair(t *testing.T, recvLoss float64, channelExtra string, subCfg ...func(*driver.Config)) *pair {
 	pd, _ := startDriver(t, udp.Loss{}, nil)
-	sd, sm := startDriver(t, udp.Loss{ReceiveRate: recvLoss, Seed: 42}, nil)
+	var mod func(*driver.Config)
+	if len(subCfg) > 0 {
+		mod = subCfg[0]
+	}
+	sd, sm := startDriver(t, udp.Loss{ReceiveRate: recvLoss, Seed: 42}, mod)
 	pc, sc := connect(t, pd.Dir()), connect(t, sd.Dir())
 	channel := "aeron:udp?endpoint=127.0.0.1:" + strconv.Itoa(freePort(t)) + channelExtra
 	ctx := context.Background()
@@ -129,6 +133,7 @@ func TestUnicastLoopback(t *testing.T) {
 			// 64 KiB terms: 2,000 messages of 256 bytes (288 aligned) rotate
 			// the term about 9 times.
 			p.stream(t, 2000, 256)
+			require.Greater(t, p.sub.Images()[0].Position(), int64(8*64<<10), "the terms rotated several times")
 			if loss > 0 {
 				require.Positive(t, p.subMedia.Dropped.Load(), "the loss generator dropped data")
 				require.Positive(t, systemCounter(t, p.subDriver, "NAKs sent"), "the receiver NAKed the gaps")
@@ -168,4 +173,38 @@ func TestPublisherClosedImageUnavailable(t *testing.T) {
 	p.stream(t, 100, 64)
 	require.NoError(t, p.pub.Close())
 	waitFor(t, "image unavailable after the publisher closed", func() bool { return !p.sub.IsConnected() })
+}
+
+func TestPublisherDriverGoneImageUnavailable(t *testing.T) {
+	p := connectPair(t, 0, "", func(c *driver.Config) { c.ImageLivenessTimeout = 300 * time.Millisecond })
+	p.stream(t, 100, 64)
+	// Stopping the publisher's driver sends no end of stream: the image
+	// must go after the liveness timeout.
+	require.NoError(t, p.pubDriver.Close())
+	waitFor(t, "image unavailable after the liveness timeout", func() bool { return !p.sub.IsConnected() })
+}
+
+func TestLossFromEnv(t *testing.T) {
+	env := map[string]string{"AERON_DEBUG_RECEIVE_DATA_LOSS_RATE": "0.1", "AERON_DEBUG_SEND_DATA_LOSS_RATE": "0.02", "AERON_DEBUG_DATA_LOSS_SEED": "7"}
+	l, err := udp.LossFromEnv(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, udp.Loss{ReceiveRate: 0.1, SendRate: 0.02, Seed: 7}, l)
+	env["AERON_DEBUG_RECEIVE_DATA_LOSS_RATE"] = "2"
+	_, err = udp.LossFromEnv(func(k string) string { return env[k] })
+	require.ErrorContains(t, err, "AERON_DEBUG_RECEIVE_DATA_LOSS_RATE")
+}
+
+func TestSendLoss(t *testing.T) {
+	pd, pm := startDriver(t, udp.Loss{SendRate: 0.05, Seed: 3}, nil)
+	sd, _ := startDriver(t, udp.Loss{}, nil)
+	pc, sc := connect(t, pd.Dir()), connect(t, sd.Dir())
+	channel := "aeron:udp?endpoint=127.0.0.1:" + strconv.Itoa(freePort(t))
+	sub, err := sc.AddSubscription(context.Background(), channel, 7)
+	require.NoError(t, err)
+	pub, err := pc.AddPublication(context.Background(), channel, 7)
+	require.NoError(t, err)
+	waitFor(t, "connected", func() bool { return pub.IsConnected() && sub.IsConnected() })
+	p := &pair{pubDriver: pd, subDriver: sd, pub: pub, sub: sub}
+	p.stream(t, 1000, 200)
+	require.Positive(t, pm.Dropped.Load())
 }
