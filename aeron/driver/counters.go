@@ -28,6 +28,7 @@ const (
 	sysConductorMaxCycleTime     = 26
 	sysConductorCycleThreshold   = 27
 	sysAeronVersion              = 34
+	sysRetransmittedBytes        = 36
 	sysBytesMapped               = 35
 	sysControlProtocolVersion    = 43
 	systemCounterCount           = 46

@@ -18,13 +18,12 @@ import (
 // Sender timings of the C driver (aeron_network_publication.h,
 // aeron_retransmit_handler.h).
 const (
-	setupTimeoutNs           = 100_000_000 // AERON_NETWORK_PUBLICATION_SETUP_TIMEOUT_NS
-	heartbeatTimeoutNs       = 100_000_000 // AERON_NETWORK_PUBLICATION_HEARTBEAT_TIMEOUT_NS
-	retransmitUnicastLinger  = 10_000_000  // AERON_RETRANSMIT_UNICAST_LINGER
-	maxDatagramsPerSendDuty  = 16
-	controlPollPerDuty       = 16
-	unicastRetransmitFactor  = 16 // retransmit length cap: window x 16 (unicast/min flow control)
-	defaultReceiverWindowCap = 0
+	setupTimeoutNs          = 100_000_000 // AERON_NETWORK_PUBLICATION_SETUP_TIMEOUT_NS
+	heartbeatTimeoutNs      = 100_000_000 // AERON_NETWORK_PUBLICATION_HEARTBEAT_TIMEOUT_NS
+	retransmitUnicastLinger = 10_000_000  // AERON_RETRANSMIT_UNICAST_LINGER
+	maxDatagramsPerSendDuty = 16
+	controlPollPerDuty      = 16
+	unicastRetransmitFactor = 16 // retransmit length cap: window x 16 (unicast/min flow control)
 )
 
 // networkPublication is a publication on a network medium
@@ -70,17 +69,15 @@ type networkPublication struct {
 	drainSince      int64
 
 	// unicast retransmit handler: one action, lingering after a resend
-	rtxActive             bool
-	rtxTermID, rtxOffset  int32
-	rtxLength             int32
-	rtxLingerDeadline     int64
-	sendBatch             [][]byte
-	ctl                   [protocol.SetupHeaderLength]byte
-	hb                    [protocol.DataHeaderLength]byte
-	recvFn                RecvFunc
-	c                     *conductor
-	statusMessagesRcvd    int64
-	naksRcvd, retransmits int64
+	rtxActive            bool
+	rtxTermID, rtxOffset int32
+	rtxLength            int32
+	rtxLingerDeadline    int64
+	sendBatch            [][]byte
+	ctl                  [protocol.SetupHeaderLength]byte
+	hb                   [protocol.DataHeaderLength]byte
+	recvFn               RecvFunc
+	c                    *conductor
 }
 
 func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamID int32, channel string, exclusive bool,
@@ -406,6 +403,7 @@ func (p *networkPublication) onNak(c *conductor, termID, termOffset, length int3
 			break
 		}
 		p.sendOne(c, term[off:off+n])
+		c.sys[sysRetransmittedBytes].Add(int64(n))
 		off += n + pad
 	}
 	p.rtxActive, p.rtxTermID, p.rtxOffset, p.rtxLength = true, termID, termOffset, length

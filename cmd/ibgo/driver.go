@@ -17,7 +17,7 @@ import (
 func init() {
 	register(&cli.Command{
 		Name:  "driver",
-		Usage: "run an Aeron media driver in the foreground (the aeronmd of ibgo; aeron:ipc for now)",
+		Usage: "run an Aeron media driver in the foreground (the aeronmd of ibgo; aeron:ipc and aeron:udp unicast)",
 		Description: "Configuration comes from the AERON_* environment variables the C driver reads, with its\n" +
 			"defaults; the flags below override them. SIGINT or SIGTERM stop the driver cleanly.",
 		Flags: []cli.Flag{
