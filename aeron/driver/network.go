@@ -186,6 +186,12 @@ func (c *conductor) unlinkNetworkSubscription(s *subLink) {
 	}
 	for _, im := range e.images {
 		im.removeSubscriber(c, s)
+		// An image nobody wants any more goes now rather than at the
+		// liveness timeout; a new subscription gets a fresh one from the
+		// next SETUP it elicits.
+		if len(im.subscribers) == 0 && !e.interested(im.streamID, im.sessionID) {
+			im.close(c)
+		}
 	}
 	if len(e.subs) == 0 {
 		e.close(c)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -138,6 +139,14 @@ func TestUnicastLoopback(t *testing.T) {
 				require.Positive(t, p.subMedia.Dropped.Load(), "the loss generator dropped data")
 				require.Positive(t, systemCounter(t, p.subDriver, "NAKs sent"), "the receiver NAKed the gaps")
 				require.Positive(t, systemCounter(t, p.pubDriver, "Retransmits sent"), "the sender retransmitted")
+				loss, err := os.ReadFile(cnc.LossReportPath(p.subDriver.Dir()))
+				require.NoError(t, err)
+				var entries []cnc.LossEntry
+				_, err = cnc.ReadLossReport(loss, func(e cnc.LossEntry) { entries = append(entries, e) })
+				require.NoError(t, err)
+				require.Len(t, entries, 1, "one loss report entry for the image")
+				require.Positive(t, entries[0].ObservationCount)
+				require.Equal(t, p.channel, entries[0].Channel)
 			}
 		})
 	}
@@ -207,4 +216,19 @@ func TestSendLoss(t *testing.T) {
 	p := &pair{pubDriver: pd, subDriver: sd, pub: pub, sub: sub}
 	p.stream(t, 1000, 200)
 	require.Positive(t, pm.Dropped.Load())
+}
+
+func TestSubscriptionRemovedImageGoes(t *testing.T) {
+	p := connectPair(t, 0, "")
+	p.stream(t, 50, 64)
+	old := p.sub.Images()[0].CorrelationID()
+	require.NoError(t, p.sub.Close())
+	// The receiver drops the image nobody wants; a new subscription then
+	// gets a new image (a fresh SETUP, a new correlation id) rather than
+	// joining the old one.
+	c := connect(t, p.subDriver.Dir())
+	sub, err := c.AddSubscription(context.Background(), p.channel, 1001)
+	require.NoError(t, err)
+	waitFor(t, "a new image", sub.IsConnected)
+	require.NotEqual(t, old, sub.Images()[0].CorrelationID())
 }
