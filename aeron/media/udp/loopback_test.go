@@ -232,3 +232,35 @@ func TestSubscriptionRemovedImageGoes(t *testing.T) {
 	waitFor(t, "a new image", sub.IsConnected)
 	require.NotEqual(t, old, sub.Images()[0].CorrelationID())
 }
+
+// TestSlowReceiverHoldsPublisher: a subscriber that does not poll holds
+// the publisher back through the receiver window and the publication
+// window; nothing is lost once it reads again.
+func TestSlowReceiverHoldsPublisher(t *testing.T) {
+	p := connectPair(t, 0, "")
+	msg := make([]byte, 256)
+	sent := 0
+	end := time.Now().Add(deadline)
+	for {
+		binary.LittleEndian.PutUint64(msg, uint64(sent))
+		r := p.pub.Offer(msg)
+		if r > 0 {
+			sent++
+			continue
+		}
+		if r == client.BackPressured {
+			break
+		}
+		require.False(t, time.Now().After(end), "timed out: offer result %d", r)
+		time.Sleep(time.Millisecond)
+	}
+	// 64 KiB terms: receiver window 32 KiB, publication window 32 KiB.
+	require.LessOrEqual(t, sent*288, 64<<10+288, "the publisher was held back by the windows")
+	require.Positive(t, sent)
+	next := 0
+	fh := func(payload []byte, _ *logbuffer.Header) {
+		require.Equal(t, next, int(binary.LittleEndian.Uint64(payload)))
+		next++
+	}
+	waitFor(t, "every message held back", func() bool { p.sub.Poll(fh, 256); return next == sent })
+}
