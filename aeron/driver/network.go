@@ -17,7 +17,7 @@ import (
 var udpSupportedKeys = map[string]bool{
 	uri.KeyEndpoint: true, uri.KeyMTU: true, uri.KeyTermLength: true, uri.KeyInitialTermID: true,
 	uri.KeyTermID: true, uri.KeyTermOffset: true, uri.KeySessionID: true, uri.KeyLinger: true,
-	uri.KeySocketSndbuf: true, uri.KeySocketRcvbuf: true, uri.KeyAlias: true, uri.KeySparse: true,
+	uri.KeySocketSndbuf: true, uri.KeySocketRcvbuf: true, uri.KeyAlias: true,
 }
 
 // checkNetworkChannel refuses what the network slice does not do yet.
