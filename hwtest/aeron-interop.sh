@@ -180,9 +180,9 @@ grep -q 'Bytes sent' "$WORK/AeronStat.log" && grep -q 'Control protocol version'
 ok=$?
 result "AeronStat -w false" $([ "$rc" = 0 ] && [ $ok = 0 ] && [ "$rows" -gt 30 ] && echo 0 || echo 1) "exit $rc, $rows counter rows"
 
-# An aeron:udp channel is refused by ibgo driver (no UDP medium yet); the
-# refusal must show in the distinct error log that ErrorStat reads.
-run 20 udp-publisher "$BIN/basic_publisher" -p "$D" -c 'aeron:udp?endpoint=localhost:20121' -m 1 -l 0
+# A multicast aeron:udp channel is refused by ibgo driver (unicast only
+# yet); the refusal must show in the distinct error log that ErrorStat reads.
+run 20 udp-publisher "$BIN/basic_publisher" -p "$D" -c 'aeron:udp?endpoint=224.0.1.1:40456' -m 1 -l 0
 run 20 ErrorStat "$BIN/ErrorStat" -d "$D"
 rc=$?
 grep -q 'distinct error' "$WORK/ErrorStat.log" && grep -q 'udp' "$WORK/ErrorStat.log"
@@ -227,6 +227,38 @@ result "ibgo aeron ping / pong" $([ "$rc" = 0 ] && echo 0 || echo 1) "ping exit 
 run 300 throughput "$IBGO" aeron throughput --dir "$D" --messages "$MSGS" --length 256
 rc=$?
 result "ibgo aeron throughput -n $MSGS" $([ "$rc" = 0 ] && echo 0 || echo 1) "exit $rc: $(tail -1 "$WORK/throughput.log")"
+
+CD=$D
+CDRIVER=$DRIVER
+
+echo "== aeron:udp unicast on loopback between ibgo driver and aeronmd"
+# udp_pair SLUG LABEL PUBDIR SUBDIR PORT: ibgo aeron pub in PUBDIR's driver
+# to ibgo aeron sub in SUBDIR's driver (the sub checks every sequence number).
+udp_pair() {
+	local name=$1 label=$2 pd=$3 sd=$4 ch="aeron:udp?endpoint=127.0.0.1:$5" n=100000
+	bg sub-$name "$IBGO" aeron sub --dir "$sd" --channel "$ch" --stream 1001 --messages $n --timeout 60s
+	local s=$LAST
+	sleep 1
+	run 300 pub-$name "$IBGO" aeron pub --dir "$pd" --channel "$ch" --stream 1001 --messages $n --length 256
+	local prc=$?
+	for i in $(seq 600); do kill -0 "$s" 2>/dev/null || break; sleep 0.1; done
+	stop "$s"
+	result "udp $label -n $n -l 256" $([ "$prc" = 0 ] && [ "$RC" = 0 ] && echo 0 || echo 1) \
+		"pub exit $prc, sub exit $RC: $(tail -1 "$WORK/sub-$name.log")"
+}
+for loss in 0 0.05; do
+	newdir ibgo-udp
+	AERON_DEBUG_RECEIVE_DATA_LOSS_RATE=$loss AERON_DEBUG_SEND_DATA_LOSS_RATE=$loss \
+		bg ibgo-driver-udp-$loss "$IBGO" driver --dir "$DIR" --dir-delete-on-shutdown
+	ID=$DIR
+	IDRIVER=$LAST
+	wait_for "$ID/cnc.dat" . 20
+	sleep 0.5
+	udp_pair c-to-ibgo-$loss "aeronmd -> ibgo driver (ibgo drops $loss of DATA received)" "$CD" "$ID" $((20700 + RANDOM % 100))
+	udp_pair ibgo-to-c-$loss "ibgo driver (drops $loss of DATA sent) -> aeronmd" "$ID" "$CD" $((20800 + RANDOM % 100))
+	stop "$IDRIVER"
+done
+DRIVER=$CDRIVER
 
 stop "$DRIVER"
 rc=$RC

@@ -31,6 +31,8 @@ type conductor struct {
 	sys            []*atomic.Int64
 	clients        map[int64]*clientSession
 	pubs           []*ipcPublication
+	netPubs        []*networkPublication
+	endpoints      map[string]*receiveEndpoint
 	pubLinks       map[int64]*pubLink
 	subs           map[int64]*subLink
 	counterLinks   map[int64]*counterLink
@@ -58,6 +60,7 @@ type pubLink struct {
 	regID  int64
 	client *clientSession
 	pub    *ipcPublication
+	net    *networkPublication
 }
 
 type subLink struct {
@@ -67,6 +70,7 @@ type subLink struct {
 	channel    string
 	sessionID  int32
 	hasSession bool
+	endpoint   string // the receive endpoint of a network subscription; "" for IPC
 }
 
 type counterLink struct {
@@ -100,7 +104,7 @@ func newConductor(cfg Config, f *cnc.File, loss []byte, media mediaRegistry, log
 		log = io.Discard
 	}
 	c := &conductor{cfg: cfg, cnc: f, rb: rb, bc: bc, counters: cm, errLog: el, lossReport: lr, media: media, log: log,
-		clients: map[int64]*clientSession{}, pubLinks: map[int64]*pubLink{}, subs: map[int64]*subLink{},
+		clients: map[int64]*clientSession{}, endpoints: map[string]*receiveEndpoint{}, pubLinks: map[int64]*pubLink{}, subs: map[int64]*subLink{},
 		counterLinks: map[int64]*counterLink{}, staticCounters: map[[2]int64]int32{},
 		nextSession: rand.Int32(), buf: make([]byte, 0, 1024), keyBuf: make([]byte, 0, cnc.MaxKeyLength)}
 	for i, label := range systemCounterLabels(cfg.ThreadingMode) {
@@ -146,6 +150,7 @@ func (c *conductor) doWork() int {
 			i--
 		}
 	}
+	work += c.networkWork()
 	if c.nowNs-c.lastTimerNs >= c.cfg.TimerInterval.Nanoseconds() {
 		c.lastTimerNs = c.nowNs
 		work += c.onTimer()
@@ -194,6 +199,14 @@ func (c *conductor) shutdown() {
 		p.close(c)
 	}
 	c.pubs = nil
+	for _, p := range c.netPubs {
+		p.close(c)
+	}
+	c.netPubs = nil
+	for k, e := range c.endpoints {
+		e.close(c)
+		delete(c.endpoints, k)
+	}
 	c.rb.SetConsumerHeartbeatTime(0)
 }
 
@@ -389,6 +402,12 @@ func (c *conductor) nextSessionID() int32 {
 				break
 			}
 		}
+		for _, p := range c.netPubs {
+			if p.sessionID == id {
+				inUse = true
+				break
+			}
+		}
 		if !inUse {
 			return id
 		}
@@ -406,7 +425,9 @@ func (c *conductor) parseChannel(channel string) (*uri.ChannelURI, error) {
 		if _, err := c.media.lookup(u.Media); err != nil {
 			return nil, fail(cnc.ErrorCodeInvalidChannel, "%s: %v", channel, err)
 		}
-		return nil, fail(cnc.ErrorCodeInvalidChannel, "%s: network publications and subscriptions are not implemented yet", channel)
+		if err := checkNetworkChannel(u, channel); err != nil {
+			return nil, err
+		}
 	}
 	return u, nil
 }
@@ -415,6 +436,9 @@ func (c *conductor) addPublication(cl *clientSession, cmd cnc.PublicationCommand
 	u, err := c.parseChannel(cmd.Channel)
 	if err != nil {
 		return err
+	}
+	if u.Media != uri.MediaIPC {
+		return c.addNetworkPublication(cl, cmd, u, exclusive)
 	}
 	params, err := parseIPCParams(u, c.cfg)
 	if err != nil {
@@ -479,6 +503,13 @@ func (c *conductor) removePublication(cmd cnc.RemoveCommand) error {
 
 func (c *conductor) unlinkPublication(link *pubLink) {
 	delete(c.pubLinks, link.regID)
+	if link.net != nil {
+		link.net.refCount--
+		if link.net.refCount == 0 {
+			link.net.startDraining(c)
+		}
+		return
+	}
 	link.pub.refCount--
 	if link.pub.refCount == 0 {
 		link.pub.startDraining(c)
@@ -486,13 +517,16 @@ func (c *conductor) unlinkPublication(link *pubLink) {
 }
 
 func (s *subLink) matches(p *ipcPublication) bool {
-	return p.state == pubActive && p.streamID == s.streamID && (!s.hasSession || s.sessionID == p.sessionID)
+	return s.endpoint == "" && p.state == pubActive && p.streamID == s.streamID && (!s.hasSession || s.sessionID == p.sessionID)
 }
 
 func (c *conductor) addSubscription(cl *clientSession, cmd cnc.SubscriptionCommand) error {
 	u, err := c.parseChannel(cmd.Channel)
 	if err != nil {
 		return err
+	}
+	if u.Media != uri.MediaIPC {
+		return c.addNetworkSubscription(cl, cmd, u)
 	}
 	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel}
 	if v, ok := u.Int(uri.KeySessionID); ok {
@@ -520,6 +554,10 @@ func (c *conductor) removeSubscription(cmd cnc.RemoveCommand) error {
 
 func (c *conductor) unlinkSubscription(s *subLink) {
 	delete(c.subs, s.regID)
+	if s.endpoint != "" {
+		c.unlinkNetworkSubscription(s)
+		return
+	}
 	for _, p := range c.pubs {
 		p.removeSubscriber(c, s)
 	}

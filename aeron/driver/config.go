@@ -11,10 +11,10 @@ import (
 	"time"
 )
 
-// ThreadingMode is AERON_THREADING_MODE (a plain value). With only the IPC medium the
-// conductor is the one agent that runs; the mode is recorded (counter
-// labels, printed configuration) so the sender/receiver agents of the
-// network media follow it when they exist.
+// ThreadingMode is AERON_THREADING_MODE (a plain value). The conductor is
+// the one agent that runs: it also performs the sender and receiver duties
+// of the network media (as SHARED mode does). The mode is recorded (counter
+// labels, printed configuration) for when separate agents exist.
 type ThreadingMode string
 
 // Threading modes of the C driver (aeronmd.h).

@@ -10,6 +10,17 @@ import (
 // System counter ids (aeron_system_counters.h).
 const (
 	sysBytesSent                 = 0
+	sysBytesReceived             = 1
+	sysNaksSent                  = 5
+	sysNaksReceived              = 6
+	sysStatusMessagesSent        = 7
+	sysStatusMessagesReceived    = 8
+	sysHeartbeatsSent            = 9
+	sysHeartbeatsReceived        = 10
+	sysRetransmitsSent           = 11
+	sysFlowControlUnderRuns      = 12
+	sysFlowControlOverRuns       = 13
+	sysInvalidPackets            = 14
 	sysErrors                    = 15
 	sysUnblockedPublications     = 19
 	sysUnblockedCommands         = 20
@@ -17,6 +28,7 @@ const (
 	sysConductorMaxCycleTime     = 26
 	sysConductorCycleThreshold   = 27
 	sysAeronVersion              = 34
+	sysRetransmittedBytes        = 36
 	sysBytesMapped               = 35
 	sysControlProtocolVersion    = 43
 	systemCounterCount           = 46

@@ -11,12 +11,13 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ibgo/ibgo/aeron/driver"
+	"github.com/ibgo/ibgo/aeron/media/udp"
 )
 
 func init() {
 	register(&cli.Command{
 		Name:  "driver",
-		Usage: "run an Aeron media driver in the foreground (the aeronmd of ibgo; aeron:ipc for now)",
+		Usage: "run an Aeron media driver in the foreground (the aeronmd of ibgo; aeron:ipc and aeron:udp unicast)",
 		Description: "Configuration comes from the AERON_* environment variables the C driver reads, with its\n" +
 			"defaults; the flags below override them. SIGINT or SIGTERM stop the driver cleanly.",
 		Flags: []cli.Flag{
@@ -76,7 +77,11 @@ func runDriver(c *cli.Context) error {
 	if c.Bool("verbose") {
 		log = c.App.ErrWriter
 	}
-	opts := []driver.Option{driver.WithLog(log)}
+	loss, err := udp.LossFromEnv(nil)
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	opts := []driver.Option{driver.WithLog(log), driver.WithMedia(udp.New(loss))}
 	if path := c.String("record-commands"); path != "" {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
@@ -94,7 +99,7 @@ func runDriver(c *cli.Context) error {
 	w := c.App.Writer
 	fmt.Fprintf(w, "ibgo media driver (Aeron %s layout, control protocol %s), pid %d\n", driver.Version, driver.ControlProtocolVersion, os.Getpid())
 	fmt.Fprintf(w, "dir=%s\n", cfg.Dir)
-	fmt.Fprintf(w, "threading-mode=%s conductor-idle=%s media=ipc\n", cfg.ThreadingMode, cfg.ConductorIdle)
+	fmt.Fprintf(w, "threading-mode=%s conductor-idle=%s media=ipc,udp\n", cfg.ThreadingMode, cfg.ConductorIdle)
 	fmt.Fprintf(w, "term-length=%d ipc-term-length=%d mtu=%d ipc-mtu=%d\n", cfg.TermBufferLength, cfg.IPCTermBufferLength, cfg.MTULength, cfg.IPCMTULength)
 	fmt.Fprintf(w, "client-liveness-timeout=%v publication-linger-timeout=%v publication-unblock-timeout=%v timer-interval=%v\n",
 		cfg.ClientLivenessTimeout, cfg.PublicationLingerTimeout, cfg.PublicationUnblockTimeout, cfg.TimerInterval)

@@ -1,0 +1,217 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/ibgo/ibgo/aeron/cnc"
+	"github.com/ibgo/ibgo/aeron/uri"
+)
+
+// udpSupportedKeys are the channel parameters the unicast UDP slice
+// honours; any other parameter is refused with INVALID_CHANNEL naming it,
+// never silently ignored.
+var udpSupportedKeys = map[string]bool{
+	uri.KeyEndpoint: true, uri.KeyMTU: true, uri.KeyTermLength: true, uri.KeyInitialTermID: true,
+	uri.KeyTermID: true, uri.KeyTermOffset: true, uri.KeySessionID: true, uri.KeyLinger: true,
+	uri.KeySocketSndbuf: true, uri.KeySocketRcvbuf: true, uri.KeyAlias: true,
+}
+
+// checkNetworkChannel refuses what the network slice does not do yet.
+func checkNetworkChannel(u *uri.ChannelURI, channel string) error {
+	if u.Spy {
+		return fail(cnc.ErrorCodeInvalidChannel, "%s: aeron-spy subscriptions to network publications are not supported yet", channel)
+	}
+	for _, p := range u.Params {
+		if !udpSupportedKeys[p.Key] {
+			return fail(cnc.ErrorCodeInvalidChannel, "%s: parameter '%s' is not supported on aeron:%s by this driver yet (unicast endpoint only)", channel, p.Key, u.Media)
+		}
+	}
+	ep, ok := u.Endpoint()
+	if !ok || !ep.HasPort {
+		return fail(cnc.ErrorCodeInvalidChannel, "%s: aeron:%s needs endpoint=host:port (control, tags and control-mode channels are not supported yet)", channel, u.Media)
+	}
+	if ep.Multicast() {
+		return fail(cnc.ErrorCodeInvalidChannel, "%s: multicast endpoint %s is not supported yet (unicast only)", channel, ep)
+	}
+	return nil
+}
+
+// resolveEndpoint turns endpoint=host:port into an address (names via the
+// system resolver, IPv4 preferred as the C driver does).
+func resolveEndpoint(u *uri.ChannelURI) (netip.AddrPort, error) {
+	ep, _ := u.Endpoint()
+	if ep.IP.IsValid() {
+		return netip.AddrPortFrom(ep.IP.Unmap(), ep.Port), nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", ep.Host)
+	if err != nil || len(addrs) == 0 {
+		return netip.AddrPort{}, fail(cnc.ErrorCodeUnknownHost, "endpoint %s: cannot resolve %q: %v", ep, ep.Host, err)
+	}
+	best := addrs[0]
+	for _, a := range addrs {
+		if a.Unmap().Is4() {
+			best = a.Unmap()
+			break
+		}
+	}
+	return netip.AddrPortFrom(best, ep.Port), nil
+}
+
+func (c *conductor) transportParams(u *uri.ChannelURI, mtu int) TransportParams {
+	p := TransportParams{SocketRcvbuf: c.cfg.SocketRcvbuf, SocketSndbuf: c.cfg.SocketSndbuf, MTU: mtu}
+	if v, ok := u.Size(uri.KeySocketRcvbuf); ok {
+		p.SocketRcvbuf = int(v)
+	}
+	if v, ok := u.Size(uri.KeySocketSndbuf); ok {
+		p.SocketSndbuf = int(v)
+	}
+	return p
+}
+
+func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.PublicationCommand, u *uri.ChannelURI, exclusive bool) error {
+	params, err := parseIPCParams(u, c.cfg)
+	if err != nil {
+		return err
+	}
+	// network defaults differ from IPC's
+	if _, ok := u.Size(uri.KeyTermLength); !ok {
+		params.termLength = c.cfg.TermBufferLength
+	}
+	if _, ok := u.Size(uri.KeyMTU); !ok {
+		params.mtu = c.cfg.MTULength
+	}
+	if params.mtu > params.termLength/8 {
+		return fail(cnc.ErrorCodeInvalidChannel, "mtu %d is greater than term-length/8 (%d)", params.mtu, params.termLength/8)
+	}
+	dest, err := resolveEndpoint(u)
+	if err != nil {
+		return err
+	}
+	var pub *networkPublication
+	if !exclusive {
+		for _, p := range c.netPubs {
+			if p.state == pubActive && !p.exclusive && p.streamID == cmd.StreamID && p.channel == cmd.Channel &&
+				(!params.hasSession || p.sessionID == params.sessionID) {
+				pub = p
+				break
+			}
+		}
+	}
+	if pub == nil {
+		if params.hasSession {
+			for _, p := range c.netPubs {
+				if p.state != pubDone && p.sessionID == params.sessionID && p.streamID == cmd.StreamID && p.dest == dest {
+					return fail(cnc.ErrorCodeGenericError, "specified session-id %d is already in use for stream-id %d", params.sessionID, cmd.StreamID)
+				}
+			}
+		} else {
+			params.sessionID = c.nextSessionID()
+		}
+		med, _ := c.media.lookup(u.Media)
+		bind := netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+		if dest.Addr().Is6() {
+			bind = netip.AddrPortFrom(netip.IPv6Unspecified(), 0)
+		}
+		t, err := med.Open(u, bind, dest, c.transportParams(u, params.mtu), AffinitySender)
+		if err != nil {
+			return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
+		}
+		pub, err = newNetworkPublication(c, cl, cmd.CorrelationID, cmd.StreamID, cmd.Channel, exclusive, params, t, dest)
+		if err != nil {
+			_ = t.Close()
+			return err
+		}
+		c.netPubs = append(c.netPubs, pub)
+		fmt.Fprintf(c.log, "publication %d: session %d stream %d %s from %s\n", pub.regID, pub.sessionID, pub.streamID, dest, t.LocalAddr())
+	}
+	pub.refCount++
+	c.pubLinks[cmd.CorrelationID] = &pubLink{regID: cmd.CorrelationID, client: cl, net: pub}
+	rsp := int32(cnc.RspOnPublicationReady)
+	if exclusive {
+		rsp = cnc.RspOnExclusivePublicationReady
+	}
+	c.transmit(rsp, cnc.AppendPublicationReady(c.buf[:0], cnc.PublicationReady{
+		CorrelationID: cmd.CorrelationID, RegistrationID: pub.regID, SessionID: pub.sessionID, StreamID: pub.streamID,
+		PublicationLimitCounterID: pub.pubLmtID, ChannelStatusIndicatorID: channelStatusNotAllocated, LogFile: pub.logFile}))
+	return nil
+}
+
+func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.SubscriptionCommand, u *uri.ChannelURI) error {
+	bind, err := resolveEndpoint(u)
+	if err != nil {
+		return err
+	}
+	key := bind.String()
+	e, ok := c.endpoints[key]
+	if !ok {
+		med, _ := c.media.lookup(u.Media)
+		t, err := med.Open(u, bind, netip.AddrPort{}, c.transportParams(u, c.cfg.MTULength), AffinityReceiver)
+		if err != nil {
+			return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
+		}
+		e = newReceiveEndpoint(c, key, t)
+		c.endpoints[key] = e
+	}
+	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel, endpoint: key}
+	if v, ok := u.Int(uri.KeySessionID); ok {
+		s.sessionID, s.hasSession = int32(v), true
+	}
+	c.subs[s.regID] = s
+	e.subs = append(e.subs, s)
+	c.transmit(cnc.RspOnSubscriptionReady, cnc.AppendIDAndCounter(c.buf[:0], cmd.CorrelationID, channelStatusNotAllocated))
+	for _, im := range e.images {
+		if im.state == imageActive && im.streamID == s.streamID && (!s.hasSession || s.sessionID == im.sessionID) {
+			im.addSubscriber(c, s)
+		}
+	}
+	return nil
+}
+
+func (c *conductor) unlinkNetworkSubscription(s *subLink) {
+	e, ok := c.endpoints[s.endpoint]
+	if !ok {
+		return
+	}
+	for i, x := range e.subs {
+		if x == s {
+			e.subs = append(e.subs[:i], e.subs[i+1:]...)
+			break
+		}
+	}
+	for _, im := range e.images {
+		im.removeSubscriber(c, s)
+		// An image nobody wants any more goes now rather than at the
+		// liveness timeout; a new subscription gets a fresh one from the
+		// next SETUP it elicits.
+		if len(im.subscribers) == 0 && !e.interested(im.streamID, im.sessionID) {
+			im.close(c)
+		}
+	}
+	if len(e.subs) == 0 {
+		e.close(c)
+		delete(c.endpoints, s.endpoint)
+	}
+}
+
+// networkWork is the sender and receiver duty, run in the conductor loop.
+func (c *conductor) networkWork() int {
+	work := 0
+	for i := 0; i < len(c.netPubs); i++ {
+		p := c.netPubs[i]
+		work += p.update(c)
+		if p.state == pubDone {
+			c.netPubs = append(c.netPubs[:i], c.netPubs[i+1:]...)
+			i--
+		}
+	}
+	for _, e := range c.endpoints {
+		work += e.poll(c)
+	}
+	return work
+}
