@@ -1,7 +1,10 @@
 package hwtest
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 
 	"github.com/ibgo/ibgo/internal/testutil"
 	"github.com/ibgo/ibgo/perftest"
+	"github.com/ibgo/ibgo/uverbs"
 )
 
 // TestPerftestLoopbackWriteBW runs write_bw through perftest's Go API, both
@@ -75,4 +79,39 @@ func TestPerftestRunCancelled(t *testing.T) {
 	_, err := perftest.Run(ctx, cfg)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), 10*time.Second)
+}
+
+// TestPerftestDeviceByNetdev picks the device by its network interface (how
+// SR-IOV VFs are known in a pod): the Go client names the netdev, finds the
+// RDMA device and port behind it and its RoCE v2 GID on its own, and runs
+// write_bw against Debian's C ib_write_bw serving on the device by name.
+func TestPerftestDeviceByNetdev(t *testing.T) {
+	vm := testutil.OneNode(t)
+	require.NotEmpty(t, vm.Netdev)
+	const port = 19919
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	srv := exec.CommandContext(ctx, cTool(t, "ib_write_bw"), "-d", vm.Dev, "-x", fmt.Sprint(gidIndex(t, vm)),
+		"-p", fmt.Sprint(port), "-s", "4096", "-n", "300")
+	var srvOut bytes.Buffer
+	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	require.NoError(t, srv.Start())
+
+	cfg := perftest.DefaultConfig(perftest.Test{Verb: perftest.Write, Kind: perftest.BW})
+	cfg.Dev = vm.Netdev
+	cfg.Port = port
+	cfg.Size, cfg.SizeGiven = 4096, true
+	cfg.Iters = 300
+	cfg.Server = vm.IP
+	res, err := perftest.Run(ctx, cfg) // retries until the C server listens
+	require.NoError(t, err, "C server:\n%s", srvOut.String())
+	require.NoError(t, srv.Wait(), "C server:\n%s", srvOut.String())
+	require.Len(t, res.Records, 1)
+	assert.Equal(t, vm.Dev, res.Records[0].Device, "the device behind %s", vm.Netdev)
+	require.NotNil(t, res.Records[0].BWAverage)
+	assert.Positive(t, *res.Records[0].BWAverage)
+
+	cfg.Dev = "no-such-netdev0"
+	_, err = perftest.Run(ctx, cfg)
+	require.ErrorIs(t, err, uverbs.ErrNoDevice)
 }

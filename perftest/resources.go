@@ -112,10 +112,20 @@ func (e *engine) open() error {
 		}
 		e.hw.dev = devs[0]
 	} else if e.hw.dev, err = uverbs.DeviceByName(p.Dev); err != nil {
-		if errors.Is(err, uverbs.ErrNoDevice) {
+		if !errors.Is(err, uverbs.ErrNoDevice) {
+			return &Error{Kind: KindDevice, op: opQueryDevice, Device: p.Dev, Err: err}
+		}
+		// Not a device name: perhaps the network interface bound to one
+		// (an SR-IOV VF is known by its netdev), which also names the port.
+		dev, port, nerr := uverbs.DeviceByNetdev(p.Dev)
+		if nerr != nil {
 			return &Error{Kind: KindDevice, op: opFindDevice, Device: p.Dev, Err: err}
 		}
-		return &Error{Kind: KindDevice, op: opQueryDevice, Device: p.Dev, Err: err}
+		if p.IBPort != 1 && p.IBPort != int(port.Port) {
+			return &Error{Kind: KindConfig, op: opFindDevice, Device: p.Dev,
+				Err: fmt.Errorf("network interface %s is port %d of %s, but -i asks for port %d", p.Dev, port.Port, dev.Name, p.IBPort)}
+		}
+		e.hw.dev, p.IBPort = dev, int(port.Port)
 	}
 	if e.hw.ctx, err = e.hw.dev.Open(); err != nil {
 		return &Error{Kind: KindDevice, op: opOpenDevice, Device: e.hw.dev.Name, Err: err}

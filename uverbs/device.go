@@ -128,6 +128,57 @@ func DeviceByName(name string) (*Device, error) {
 		Err: fmt.Errorf("%w: no device %q (devices: %s)", ErrNoDevice, name, strings.Join(names, ", "))}
 }
 
+// DeviceByNetdev finds the RDMA device and port bound to a network
+// interface: the reverse of rdma-core's ibdev2netdev, and how SR-IOV
+// virtual functions are told apart (a pod sees mlx5_0..mlx5_25 but knows its
+// attachment as net1). No bound port is an error wrapping ErrNoDevice; a
+// netdev bound to several ports (a bond) is an error naming them.
+func DeviceByNetdev(netdev string) (*Device, PortInfo, error) {
+	ds, err := Devices()
+	if err != nil {
+		return nil, PortInfo{}, err
+	}
+	return PickNetdev(ds, netdev)
+}
+
+// PickNetdev is DeviceByNetdev over the devices given.
+func PickNetdev(devs []*Device, netdev string) (*Device, PortInfo, error) {
+	var hitDev []*Device
+	var hitPort []PortInfo
+	known := map[string]bool{}
+	for _, d := range devs {
+		for _, p := range d.Ports {
+			if p.Netdev == "" {
+				continue
+			}
+			known[p.Netdev] = true
+			if p.Netdev == netdev {
+				hitDev, hitPort = append(hitDev, d), append(hitPort, p)
+			}
+		}
+	}
+	switch len(hitDev) {
+	case 1:
+		return hitDev[0], hitPort[0], nil
+	case 0:
+		var names []string
+		for n := range known {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		have := "no RDMA port has a network interface"
+		if len(names) > 0 {
+			have = "interfaces with an RDMA device: " + strings.Join(names, ", ")
+		}
+		return nil, PortInfo{}, fmt.Errorf("%w: no RDMA device is bound to network interface %q (%s)", ErrNoDevice, netdev, have)
+	}
+	var which []string
+	for i, d := range hitDev {
+		which = append(which, fmt.Sprintf("%s port %d", d.Name, hitPort[i].Port))
+	}
+	return nil, PortInfo{}, fmt.Errorf("network interface %q is bound to several RDMA ports (%s): choose one by device name", netdev, strings.Join(which, ", "))
+}
+
 func readTrim(p string) string {
 	b, err := os.ReadFile(p)
 	if err != nil {

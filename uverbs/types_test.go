@@ -50,3 +50,25 @@ func TestMTU(t *testing.T) {
 	require.Equal(t, MTU(0), MTUFromBytes(1500))
 	require.Equal(t, "invalid MTU", MTU(9).String())
 }
+
+func TestPickNetdev(t *testing.T) {
+	devs := []*Device{
+		{Name: "mlx5_0", Ports: []PortInfo{{Port: 1, Netdev: "net1"}}},
+		{Name: "mlx5_1", Ports: []PortInfo{{Port: 1, Netdev: "net2"}, {Port: 2, Netdev: "net3"}}},
+		{Name: "mlx5_2", Ports: []PortInfo{{Port: 1}}},
+		{Name: "rxe0", Ports: []PortInfo{{Port: 1, Netdev: "bond0"}}},
+		{Name: "rxe1", Ports: []PortInfo{{Port: 1, Netdev: "bond0"}}},
+	}
+	d, p, err := PickNetdev(devs, "net3")
+	require.NoError(t, err)
+	require.Equal(t, "mlx5_1", d.Name)
+	require.Equal(t, uint32(2), p.Port)
+	_, _, err = PickNetdev(devs, "eth9")
+	require.ErrorIs(t, err, ErrNoDevice)
+	require.ErrorContains(t, err, "interfaces with an RDMA device: bond0, net1, net2, net3")
+	_, _, err = PickNetdev(devs, "bond0")
+	require.NotErrorIs(t, err, ErrNoDevice, "ambiguous is not absent")
+	require.ErrorContains(t, err, "rxe0 port 1, rxe1 port 1")
+	_, _, err = PickNetdev(devs[2:3], "net1")
+	require.ErrorContains(t, err, "no RDMA port has a network interface")
+}

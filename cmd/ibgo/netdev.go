@@ -1,8 +1,7 @@
 package main
 
 import (
-	"fmt"
-	"sort"
+	"errors"
 	"strings"
 
 	"github.com/ibgo/ibgo/uverbs"
@@ -22,41 +21,12 @@ func deviceForNetdev(netdev string) (*uverbs.Device, uverbs.PortInfo, error) {
 }
 
 func pickNetdev(devs []*uverbs.Device, netdev string) (*uverbs.Device, uverbs.PortInfo, error) {
-	type hit struct {
-		d *uverbs.Device
-		p uverbs.PortInfo
+	d, p, err := uverbs.PickNetdev(devs, netdev)
+	switch {
+	case err == nil:
+		return d, p, nil
+	case errors.Is(err, uverbs.ErrNoDevice):
+		return nil, p, fail(1, "%s; `ibgo devices` shows the mapping", strings.TrimPrefix(err.Error(), uverbs.ErrNoDevice.Error()+": "))
 	}
-	var hits []hit
-	known := map[string]bool{}
-	for _, d := range devs {
-		for _, p := range d.Ports {
-			if p.Netdev == "" {
-				continue
-			}
-			known[p.Netdev] = true
-			if p.Netdev == netdev {
-				hits = append(hits, hit{d, p})
-			}
-		}
-	}
-	switch len(hits) {
-	case 1:
-		return hits[0].d, hits[0].p, nil
-	case 0:
-		var names []string
-		for n := range known {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		have := "no RDMA port has a network interface"
-		if len(names) > 0 {
-			have = "interfaces with an RDMA device: " + strings.Join(names, ", ")
-		}
-		return nil, uverbs.PortInfo{}, fail(1, "no RDMA device is bound to network interface %q (%s); `ibgo devices` shows the mapping", netdev, have)
-	}
-	var which []string
-	for _, h := range hits {
-		which = append(which, fmt.Sprintf("%s port %d", h.d.Name, h.p.Port))
-	}
-	return nil, uverbs.PortInfo{}, fail(1, "network interface %q is bound to several RDMA ports (%s): choose one with -d/--ib-dev", netdev, strings.Join(which, ", "))
+	return nil, p, fail(1, "%s", strings.Replace(err.Error(), "choose one by device name", "choose one with -d/--ib-dev", 1))
 }
