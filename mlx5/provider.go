@@ -328,6 +328,9 @@ func (q *cq) Resized(_ *uverbs.CQ, _ []byte, err error) error {
 func (q *cq) Destroy() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.mem == nil {
+		return nil
+	}
 	m := q.mem
 	q.mem, q.ring.buf = nil, nil
 	return sys.Munmap(m)

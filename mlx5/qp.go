@@ -150,12 +150,23 @@ func (q *qp) PostRecv(wr []uverbs.RecvWR) (int, error) {
 	return n, err
 }
 
+// Destroy takes both queue locks so that a post in flight finishes before
+// the buffer is unmapped and the bfreg returned; later posts see the nil
+// buffer and return ErrClosed.
 func (q *qp) Destroy() error {
 	q.ctx.mu.Lock()
 	q.ctx.rsc.clear(q.uidx)
 	q.ctx.mu.Unlock()
+	q.sqMu.Lock()
+	q.rqMu.Lock()
+	defer q.rqMu.Unlock()
+	defer q.sqMu.Unlock()
+	if q.mem == nil {
+		return nil
+	}
 	q.ctx.putBfreg(q.sq.bf)
 	q.sq.bf = nil
+	q.sq.buf, q.sq.end, q.rq.buf = nil, nil, nil
 	m := q.mem
 	q.mem = nil
 	return sys.Munmap(m)
@@ -228,9 +239,17 @@ func (s *srq) PostRecv(wr []uverbs.RecvWR) (int, error) {
 	return s.q.post(wr)
 }
 
+// Destroy unmaps the buffer under the SRQ's lock: a post (or a CQ poll
+// freeing a WQE) in flight finishes first, later ones see the nil buffer
+// and return ErrClosed.
 func (s *srq) Destroy() error {
+	s.q.mu.Lock()
+	defer s.q.mu.Unlock()
+	if s.mem == nil {
+		return nil
+	}
 	m := s.mem
-	s.mem = nil
+	s.mem, s.q.buf = nil, nil
 	return sys.Munmap(m)
 }
 
