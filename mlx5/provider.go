@@ -313,16 +313,20 @@ func (q *cq) Event() {
 	q.mu.Unlock()
 }
 
-// ResizeData: resizing an mlx5 CQ needs a new ring and copying the
-// unpolled CQEs over (rdma-core mlx5_resize_cq); not implemented, so the
-// request carries no driver data and Resized reports ErrNotSupported.
-func (q *cq) ResizeData(cqe int) uverbs.DriverData { return uverbs.DriverData{} }
+// errCQResize: resizing an mlx5 CQ needs a new ring and copying the
+// unpolled CQEs over (rdma-core mlx5_resize_cq), not implemented. Without
+// the driver request (struct mlx5_ib_resize_cq) the kernel would fail
+// RESIZE_CQ with a misleading errno, so the command is not sent at all.
+var errCQResize = fmt.Errorf("%w: resizing an mlx5 CQ (mlx5_resize_cq's new ring and CQE copy are not implemented)", uverbs.ErrNotSupported)
+
+// ResizeData refuses: uverbs sends no RESIZE_CQ (DriverData.Refuse).
+func (q *cq) ResizeData(cqe int) uverbs.DriverData { return uverbs.DriverData{Refuse: errCQResize} }
 
 func (q *cq) Resized(_ *uverbs.CQ, _ []byte, err error) error {
 	if err != nil {
 		return err
 	}
-	return fmt.Errorf("%w: mlx5 CQ resize", uverbs.ErrNotSupported)
+	return errCQResize // not reached: ResizeData refuses
 }
 
 func (q *cq) Destroy() error {

@@ -217,20 +217,21 @@ func (s *srq) Created(u *uverbs.SRQ, out []byte) error {
 	return nil
 }
 
+// errSRQResize: the mlx5 kernel driver refuses IB_SRQ_MAX_WR in
+// mlx5_ib_modify_srq (EINVAL), so MODIFY_SRQ with it is not sent.
+var errSRQResize = fmt.Errorf("%w: resizing an mlx5 SRQ (the kernel's mlx5_ib_modify_srq refuses max_wr)", uverbs.ErrNotSupported)
+
+// ModifyData refuses a resize before it is sent (DriverData.Refuse);
+// arming the limit needs nothing from the provider.
 func (s *srq) ModifyData(attr *uverbs.SRQAttr, mask uverbs.SRQAttrMask, scratch func(n int) []byte) uverbs.DriverData {
+	if mask&uverbs.SRQAttrMaxWR != 0 {
+		return uverbs.DriverData{Refuse: errSRQResize}
+	}
 	return uverbs.DriverData{}
 }
 
-// Modified: mlx5 SRQs cannot be resized (libmlx5 refuses too); arming the
-// limit needs nothing from the provider.
 func (s *srq) Modified(_ *uverbs.SRQ, _ *uverbs.SRQAttr, mask uverbs.SRQAttrMask, err error) error {
-	if err != nil {
-		return err
-	}
-	if mask&uverbs.SRQAttrMaxWR != 0 {
-		return fmt.Errorf("%w: resizing an mlx5 SRQ", uverbs.ErrNotSupported)
-	}
-	return nil
+	return err
 }
 
 // PostRecv mirrors rdma-core srq.c: mlx5_post_srq_recv, under the SRQ's

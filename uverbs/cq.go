@@ -254,6 +254,10 @@ func (cq *CQ) Resize(cqe int) error {
 		return &Error{Op: "resize cq", Device: c.dev.Name, Err: fmt.Errorf("%w: cqe %d", sys.NewErrno(sys.EINVAL), cqe)}
 	}
 	dd := cq.drv.ResizeData(cqe) // from here Poll waits
+	if dd.Refuse != nil {
+		cq.drv.Resized(cq, nil, dd.Refuse) // ends the exclusion; its error is Refuse
+		return opErr(c.dev.Name, "resize cq", dd.Refuse)
+	}
 	r, in := alloc[abi.ResizeCQ](c)
 	r.CQHandle, r.CQE = cq.handle, uint32(cqe)
 	n := abi.Size[abi.ResizeCQResp]()

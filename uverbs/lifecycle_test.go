@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -121,6 +122,7 @@ type fakeCQ struct {
 	calls      []string
 	resizedErr error
 	destroyed  int
+	refuse     error // ResizeData's DriverData.Refuse
 }
 
 func (f *fakeCQ) DriverData() DriverData { return DriverData{} }
@@ -136,7 +138,7 @@ func (f *fakeCQ) Poll([]WC) (int, error) {
 func (f *fakeCQ) ResizeData(int) DriverData {
 	f.mu.Lock()
 	f.calls = append(f.calls, "resizeData")
-	return DriverData{}
+	return DriverData{Refuse: f.refuse}
 }
 func (f *fakeCQ) Resized(_ *CQ, _ []byte, err error) error {
 	f.calls = append(f.calls, "resized")
@@ -199,6 +201,7 @@ type fakeSRQ struct {
 	mu          sync.Mutex
 	modified    int
 	modifiedErr error
+	refuse      error // ModifyData's DriverData.Refuse
 }
 
 func (f *fakeSRQ) DriverData() DriverData     { return DriverData{} }
@@ -207,7 +210,7 @@ func (f *fakeSRQ) ModifyData(_ *SRQAttr, mask SRQAttrMask, scratch func(int) []b
 	if mask&SRQAttrMaxWR != 0 {
 		f.mu.Lock()
 	}
-	return DriverData{In: scratch(8)}
+	return DriverData{In: scratch(8), Refuse: f.refuse}
 }
 func (f *fakeSRQ) Modified(_ *SRQ, _ *SRQAttr, mask SRQAttrMask, err error) error {
 	f.modified++
@@ -383,4 +386,39 @@ func TestCloseNilObjects(t *testing.T) {
 	} {
 		require.NotPanics(t, func() { require.NoError(t, c.Close(), name) }, name)
 	}
+}
+
+// A provider that cannot build the request (mlx5: CQ and SRQ resize) sets
+// DriverData.Refuse: nothing goes to the kernel (which would fail with a
+// misleading errno, EFAULT for an empty RESIZE_CQ request on mlx5), the
+// completion hook still runs and the caller gets ErrNotSupported.
+func TestResizeRefusedByProviderSendsNothing(t *testing.T) {
+	refuse := fmt.Errorf("%w: resizing a fake queue", ErrNotSupported)
+	cqd := &fakeCQ{refuse: refuse}
+	srqd := &fakeSRQ{refuse: refuse}
+	k := newFakeKernel(t, true, &fakeProv{cq: cqd, srq: srqd})
+	cq, err := k.c.CreateCQ(CQInitAttr{CQE: 4})
+	require.NoError(t, err)
+	pd, err := k.c.AllocPD()
+	require.NoError(t, err)
+	srq, err := pd.CreateSRQ(SRQInitAttr{MaxWR: 4, MaxSGE: 1})
+	require.NoError(t, err)
+
+	cqd.calls = nil
+	err = cq.Resize(8)
+	require.ErrorIs(t, err, ErrNotSupported)
+	require.ErrorContains(t, err, "resizing a fake queue")
+	require.Equal(t, []string{"resizeData", "resized"}, cqd.calls, "Resized still ends the exclusion")
+	require.ErrorIs(t, cqd.resizedErr, ErrNotSupported)
+	require.True(t, cqd.mu.TryLock(), "Poll is no longer excluded")
+	cqd.mu.Unlock()
+
+	err = srq.Modify(SRQAttr{MaxWR: 64}, SRQAttrMaxWR)
+	require.ErrorIs(t, err, ErrNotSupported)
+	require.Equal(t, 1, srqd.modified)
+	require.True(t, srqd.mu.TryLock(), "Modified released what ModifyData took")
+	srqd.mu.Unlock()
+
+	require.Equal(t, []uint32{abi.IB_USER_VERBS_CMD_CREATE_CQ, abi.IB_USER_VERBS_CMD_ALLOC_PD, abi.IB_USER_VERBS_CMD_CREATE_SRQ},
+		k.commands(t), "no RESIZE_CQ or MODIFY_SRQ was sent")
 }
