@@ -123,11 +123,16 @@ type fakeCQ struct {
 	resizedErr error
 	destroyed  int
 	refuse     error // ResizeData's DriverData.Refuse
+	onCreated  func()
+	destroyErr error
 }
 
 func (f *fakeCQ) DriverData() DriverData { return DriverData{} }
 func (f *fakeCQ) Created(*CQ, []byte) error {
 	f.calls = append(f.calls, "created")
+	if f.onCreated != nil {
+		f.onCreated()
+	}
 	return f.createdErr
 }
 func (f *fakeCQ) Poll([]WC) (int, error) {
@@ -146,7 +151,7 @@ func (f *fakeCQ) Resized(_ *CQ, _ []byte, err error) error {
 	f.mu.Unlock()
 	return nil
 }
-func (f *fakeCQ) Destroy() error { f.destroyed++; return nil }
+func (f *fakeCQ) Destroy() error { f.destroyed++; return f.destroyErr }
 
 // A provider hook that fails must leave neither a kernel object nor provider
 // state behind.
@@ -158,6 +163,24 @@ func TestCreateProviderFailureDestroys(t *testing.T) {
 	require.Equal(t, 1, drv.destroyed)
 	require.Empty(t, k.c.LiveObjects())
 	require.Equal(t, []uint32{abi.IB_USER_VERBS_CMD_CREATE_CQ, abi.IB_USER_VERBS_CMD_DESTROY_CQ}, k.commands(t))
+}
+
+// When the compensating destroys fail as well, the error says so: the kernel
+// object may be left behind (before the fix their errors were dropped and
+// only the hook's error came back).
+func TestCreateProviderFailureReportsFailedDestroy(t *testing.T) {
+	drv := &fakeCQ{createdErr: errors.New("ring map failed"), destroyErr: errors.New("munmap failed")}
+	var k *fakeKernel
+	drv.onCreated = func() { k.c.fd = k.r } // the kernel refuses the DESTROY_CQ
+	k = newFakeKernel(t, true, &fakeProv{cq: drv})
+	_, err := k.c.CreateCQ(CQInitAttr{CQE: 4})
+	k.c.fd = k.w
+	require.ErrorContains(t, err, "ring map failed")
+	require.ErrorIs(t, err, sys.EBADF, "the failed DESTROY_CQ is reported")
+	require.ErrorContains(t, err, "destroying the kernel object again")
+	require.ErrorContains(t, err, "munmap failed", "the provider's failed Destroy is reported")
+	require.Equal(t, 1, drv.destroyed)
+	require.Empty(t, k.c.LiveObjects())
 }
 
 // Defect 2: Resize must bracket the command with ResizeData/Resized on
