@@ -119,9 +119,9 @@ func (c *Context) Opened(uc *uverbs.Context) error {
 // mlx5_init_context does right after GET_CONTEXT: tot_bfregs/2*4 gross
 // blue-flame registers in pages of 4 (mmap command REGULAR, index = page),
 // write-only and shared. It needs the uverbs command fd, which
-// ContextResponse does not get: uverbs must call it after GET_CONTEXT
-// (not wired yet). Kernels that honour MLX5_LIB_CAP_DYN_UAR return no static
-// bfregs; their UARs come from MLX5_IB_OBJECT_UAR, not implemented yet.
+// ContextResponse does not get: Opened calls it after GET_CONTEXT. Kernels
+// that honour MLX5_LIB_CAP_DYN_UAR return no static bfregs; their UARs come
+// from MLX5_IB_OBJECT_UAR per QP (getBfreg, allocDynUAR).
 func (c *Context) open(fd *sys.FD) error {
 	if !mmio.Supported {
 		return fmt.Errorf("%w: mlx5 doorbells need amd64 or arm64 MMIO barriers", uverbs.ErrNotSupported)

@@ -15,7 +15,7 @@ type Arena struct {
 	off int
 }
 
-// Buf is a byte range of an Arena. Write and WriteRaw take a Buf rather than
+// Buf is a byte range of an Arena. Write takes a Buf rather than
 // a []byte, so the type proves that the command body the kernel reads is
 // arena memory, never Go heap or stack. It proves nothing about the
 // addresses written inside that body: the response buffers a command points
