@@ -52,7 +52,8 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 	return ch, nil
 }
 
-// FD is the channel's file descriptor (to poll it alongside other fds).
+// FD is the channel's file descriptor (to poll it alongside other fds), -1
+// after Close.
 func (ch *CompChannel) FD() int { return ch.fd.Int() }
 
 // GetEvent waits for the next completion event and returns its CQ. The CQ

@@ -445,3 +445,27 @@ func TestResizeRefusedByProviderSendsNothing(t *testing.T) {
 	require.Equal(t, []uint32{abi.IB_USER_VERBS_CMD_CREATE_CQ, abi.IB_USER_VERBS_CMD_ALLOC_PD, abi.IB_USER_VERBS_CMD_CREATE_SRQ},
 		k.commands(t), "no RESIZE_CQ or MODIFY_SRQ was sent")
 }
+
+// CompChannel.FD and Context.AsyncFD say -1 once closed, not a number the
+// process may have reused for another file.
+func TestEventFDsAfterClose(t *testing.T) {
+	k := newFakeKernel(t, true, &fakeProv{})
+	pollPipe := func() *sys.PollFD {
+		r, w, err := sys.Pipe()
+		require.NoError(t, err)
+		t.Cleanup(func() { w.Close() })
+		p, err := sys.NewPollFD(r, "test")
+		require.NoError(t, err)
+		return p
+	}
+	ch := &CompChannel{fd: pollPipe()}
+	ch.object.ctx, ch.object.kind = k.c, kindCompChannel
+	require.GreaterOrEqual(t, ch.FD(), 0)
+	require.NoError(t, ch.Close())
+	require.Equal(t, -1, ch.FD())
+
+	k.c.asyncFD = pollPipe()
+	require.GreaterOrEqual(t, k.c.AsyncFD(), 0)
+	require.NoError(t, k.c.Close())
+	require.Equal(t, -1, k.c.AsyncFD())
+}
