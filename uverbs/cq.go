@@ -3,6 +3,7 @@ package uverbs
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"sync/atomic"
 
@@ -128,11 +129,22 @@ func (cq *CQ) CQE() int { return int(cq.cqe.Load()) }
 // Driver returns the provider's half of the CQ.
 func (cq *CQ) Driver() CQDriver { return cq.drv }
 
+// maxCQE bounds a CQ's entries: the commands carry a u32, the kernel takes
+// it as an int (ib_uverbs_create_cq: attr.cqe) and CQ.CQE keeps an int32.
+const maxCQE = math.MaxInt32
+
+func checkCQE(cqe int) error {
+	if cqe <= 0 || cqe > maxCQE {
+		return fmt.Errorf("%w: cqe %d is outside 1..%d", sys.NewErrno(sys.EINVAL), cqe, maxCQE)
+	}
+	return nil
+}
+
 // CreateCQ creates a completion queue (CQ_CREATE ioctl, or CREATE_CQ).
 func (c *Context) CreateCQ(attr CQInitAttr) (*CQ, error) {
 	op := "create cq"
-	if attr.CQE <= 0 {
-		return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: cqe %d", sys.NewErrno(sys.EINVAL), attr.CQE)}
+	if err := checkCQE(attr.CQE); err != nil {
+		return nil, &Error{Op: op, Device: c.dev.Name, Err: err}
 	}
 	if attr.Channel != nil && attr.Channel.ctx != c {
 		return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: the completion channel belongs to another context", sys.NewErrno(sys.EINVAL))}
@@ -251,8 +263,8 @@ func (cq *CQ) Resize(cqe int) error {
 		return opErr(c.dev.Name, "resize cq", err)
 	}
 	defer c.mu.Unlock()
-	if cqe <= 0 {
-		return &Error{Op: "resize cq", Device: c.dev.Name, Err: fmt.Errorf("%w: cqe %d", sys.NewErrno(sys.EINVAL), cqe)}
+	if err := checkCQE(cqe); err != nil {
+		return &Error{Op: "resize cq", Device: c.dev.Name, Err: err}
 	}
 	dd := cq.drv.ResizeData(cqe) // from here Poll waits
 	if dd.Refuse != nil {

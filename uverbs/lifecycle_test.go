@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -468,4 +470,30 @@ func TestEventFDsAfterClose(t *testing.T) {
 	require.GreaterOrEqual(t, k.c.AsyncFD(), 0)
 	require.NoError(t, k.c.Close())
 	require.Equal(t, -1, k.c.AsyncFD())
+}
+
+// Sizes that do not fit the command or the page rounding are refused with
+// EINVAL naming the value, before anything is sent or mapped (before the
+// fix uint32(cqe) truncated 1<<32+4 to 4, and size+align-1 overflowed).
+func TestOversizedArgumentsRefused(t *testing.T) {
+	drv := &fakeCQ{}
+	k := newFakeKernel(t, true, &fakeProv{cq: drv})
+	huge := math.MaxUint32 + 5
+	_, err := k.c.CreateCQ(CQInitAttr{CQE: huge})
+	require.ErrorIs(t, err, sys.EINVAL)
+	require.ErrorContains(t, err, strconv.Itoa(huge))
+	cq, err := k.c.CreateCQ(CQInitAttr{CQE: 4})
+	require.NoError(t, err)
+	drv.calls = nil
+	err = cq.Resize(huge)
+	require.ErrorIs(t, err, sys.EINVAL)
+	require.ErrorContains(t, err, strconv.Itoa(huge))
+	require.Empty(t, drv.calls, "the provider was not asked")
+	require.Equal(t, []uint32{abi.IB_USER_VERBS_CMD_CREATE_CQ}, k.commands(t), "only the valid CQ was created")
+
+	for _, size := range []int{math.MaxInt, math.MaxInt - 100} {
+		_, err = AllocMemory(size, MemoryOptions{})
+		require.ErrorIs(t, err, sys.EINVAL, "size %d", size)
+		require.ErrorContains(t, err, strconv.Itoa(size))
+	}
 }
