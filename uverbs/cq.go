@@ -65,11 +65,13 @@ func (ch *CompChannel) GetEvent(ctx context.Context) (*CQ, error) {
 	if err := ch.check(); err != nil {
 		return nil, opErr("", "get cq event", err)
 	}
-	var buf [8]byte // per call: concurrent callers never share it
-	if _, err := ch.fd.Read(ctx, buf[:]); err != nil {
+	// Per call (concurrent callers never share it), and aligned for its
+	// fields, which abi.As over a byte array would not be.
+	var desc abi.CompEventDesc
+	if _, err := ch.fd.Read(ctx, abi.Bytes(&desc)); err != nil {
 		return nil, opErr(ch.ctx.dev.Name, "get cq event", eventErr(err))
 	}
-	id := abi.As[abi.CompEventDesc](buf[:]).CQHandle
+	id := desc.CQHandle
 	ch.ctx.mu.Lock()
 	cq, _ := ch.ctx.lookup(id).(*CQ)
 	ch.ctx.mu.Unlock()
