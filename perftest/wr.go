@@ -131,6 +131,7 @@ func (s *wrSet) advance(i int) {
 // whose share a completion belongs to, so each share is reposted until it
 // has carried its QP's iterations (perftest does the same).
 type recvSet struct {
+	to     []recvPoster // where share i is posted: its QP, or the SRQ
 	wrs    [][]uverbs.RecvWR
 	sges   [][]uverbs.SGE
 	posted []uint64 // receives posted per share so far
@@ -146,6 +147,11 @@ func newRecvSet(nq, perQP int, base func(i int) uint64, length, lkey uint32, lim
 		rs.posted[i] = uint64(perQP)
 	}
 	return rs
+}
+
+// recvPoster is what receives are posted to (a QP or the SRQ).
+type recvPoster interface {
+	PostRecv(wr []uverbs.RecvWR) (int, error)
 }
 
 // repostDue says whether share i's receive goes back after a completion.
@@ -168,6 +174,13 @@ func (e *engine) postRecvs(size int) error {
 	base := func(i int) uint64 { return mr.Addr() + uint64((c.NumQPs+i)*e.res.bufSize) }
 	e.res.recvs = newRecvSet(len(e.res.qps), perQP, base, uint32(ln), mr.LKey(), limit)
 	for i := range e.res.qps {
+		if e.res.srq != nil {
+			e.res.recvs.to = append(e.res.recvs.to, e.res.srq)
+		} else {
+			e.res.recvs.to = append(e.res.recvs.to, e.res.qps[i])
+		}
+	}
+	for i := range e.res.qps {
 		for k := 0; k < perQP; k++ {
 			if err := e.postRecv(i); err != nil {
 				return &Error{Kind: KindPost, op: opPostRecv, QP: i, Done: uint64(k), Err: err}
@@ -179,12 +192,7 @@ func (e *engine) postRecvs(size int) error {
 
 // postRecv posts QP i's receive WR (to the SRQ when there is one).
 func (e *engine) postRecv(i int) error {
-	var err error
-	if e.res.srq != nil {
-		_, err = e.res.srq.PostRecv(e.res.recvs.wrs[i])
-	} else {
-		_, err = e.res.qps[i].PostRecv(e.res.recvs.wrs[i])
-	}
+	_, err := e.res.recvs.to[i].PostRecv(e.res.recvs.wrs[i])
 	return err
 }
 
