@@ -183,6 +183,9 @@ func (c *cqRing) initCQEs() {
 // poll mirrors rdma-core providers/mlx5/cq.c: mlx5_poll_cq and
 // mlx5_parse_cqe for cqe_version 1 and 64-byte CQEs.
 func (c *cqRing) poll(wc []uverbs.WC) (int, error) {
+	if c.buf == nil { // destroyed (cq.Destroy, under the CQ's lock)
+		return 0, uverbs.ErrClosed
+	}
 	var err error
 	n := 0
 	for ; n < len(wc); n++ {

@@ -119,9 +119,9 @@ func (c *Context) Opened(uc *uverbs.Context) error {
 // mlx5_init_context does right after GET_CONTEXT: tot_bfregs/2*4 gross
 // blue-flame registers in pages of 4 (mmap command REGULAR, index = page),
 // write-only and shared. It needs the uverbs command fd, which
-// ContextResponse does not get: uverbs must call it after GET_CONTEXT
-// (not wired yet). Kernels that honour MLX5_LIB_CAP_DYN_UAR return no static
-// bfregs; their UARs come from MLX5_IB_OBJECT_UAR, not implemented yet.
+// ContextResponse does not get: Opened calls it after GET_CONTEXT. Kernels
+// that honour MLX5_LIB_CAP_DYN_UAR return no static bfregs; their UARs come
+// from MLX5_IB_OBJECT_UAR per QP (getBfreg, allocDynUAR).
 func (c *Context) open(fd *sys.FD) error {
 	if !mmio.Supported {
 		return fmt.Errorf("%w: mlx5 doorbells need amd64 or arm64 MMIO barriers", uverbs.ErrNotSupported)
@@ -313,21 +313,28 @@ func (q *cq) Event() {
 	q.mu.Unlock()
 }
 
-// ResizeData: resizing an mlx5 CQ needs a new ring and copying the
-// unpolled CQEs over (rdma-core mlx5_resize_cq); not implemented, so the
-// request carries no driver data and Resized reports ErrNotSupported.
-func (q *cq) ResizeData(cqe int) uverbs.DriverData { return uverbs.DriverData{} }
+// errCQResize: resizing an mlx5 CQ needs a new ring and copying the
+// unpolled CQEs over (rdma-core mlx5_resize_cq), not implemented. Without
+// the driver request (struct mlx5_ib_resize_cq) the kernel would fail
+// RESIZE_CQ with a misleading errno, so the command is not sent at all.
+var errCQResize = fmt.Errorf("%w: resizing an mlx5 CQ (mlx5_resize_cq's new ring and CQE copy are not implemented)", uverbs.ErrNotSupported)
+
+// ResizeData refuses: uverbs sends no RESIZE_CQ (DriverData.Refuse).
+func (q *cq) ResizeData(cqe int) uverbs.DriverData { return uverbs.DriverData{Refuse: errCQResize} }
 
 func (q *cq) Resized(_ *uverbs.CQ, _ []byte, err error) error {
 	if err != nil {
 		return err
 	}
-	return fmt.Errorf("%w: mlx5 CQ resize", uverbs.ErrNotSupported)
+	return errCQResize // not reached: ResizeData refuses
 }
 
 func (q *cq) Destroy() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.mem == nil {
+		return nil
+	}
 	m := q.mem
 	q.mem, q.ring.buf = nil, nil
 	return sys.Munmap(m)

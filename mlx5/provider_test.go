@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/uverbs"
 )
 
 // The GET_CONTEXT driver request must be byte-identical to the one the real
@@ -52,4 +54,26 @@ func TestFormatFWVer(t *testing.T) {
 	// 20.35.1012 as the kernel packs it: major<<32 | minor<<16 | sub.
 	require.Equal(t, "20.35.1012", (&Context{}).FormatFWVer(20<<32|35<<16|1012))
 	require.Equal(t, "16.0.0042", (&Context{}).FormatFWVer(16<<32|42))
+}
+
+// mlx5 cannot resize a CQ (ring copy not implemented) or an SRQ (the
+// kernel refuses max_wr): the request is refused before it is sent, as
+// ErrNotSupported, instead of going to the kernel with no driver data.
+// Arming the SRQ limit is still sent.
+func TestResizeRefusedBeforeSending(t *testing.T) {
+	c := testContext()
+	defer c.Close()
+	d, err := c.NewCQ(&uverbs.CQInitAttr{CQE: 7})
+	require.NoError(t, err)
+	defer d.Destroy()
+	require.ErrorIs(t, d.ResizeData(64).Refuse, uverbs.ErrNotSupported)
+	require.ErrorIs(t, d.Resized(nil, nil, nil), uverbs.ErrNotSupported)
+
+	sd, err := c.NewSRQ(&uverbs.SRQInitAttr{MaxWR: 15, MaxSGE: 1})
+	require.NoError(t, err)
+	defer sd.Destroy()
+	a := uverbs.SRQAttr{MaxWR: 64}
+	require.ErrorIs(t, sd.ModifyData(&a, uverbs.SRQAttrMaxWR, nil).Refuse, uverbs.ErrNotSupported)
+	require.NoError(t, sd.ModifyData(&a, uverbs.SRQAttrLimit, nil).Refuse)
+	require.NoError(t, sd.Modified(nil, &a, uverbs.SRQAttrLimit, nil))
 }

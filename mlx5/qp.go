@@ -150,12 +150,23 @@ func (q *qp) PostRecv(wr []uverbs.RecvWR) (int, error) {
 	return n, err
 }
 
+// Destroy takes both queue locks so that a post in flight finishes before
+// the buffer is unmapped and the bfreg returned; later posts see the nil
+// buffer and return ErrClosed.
 func (q *qp) Destroy() error {
 	q.ctx.mu.Lock()
 	q.ctx.rsc.clear(q.uidx)
 	q.ctx.mu.Unlock()
+	q.sqMu.Lock()
+	q.rqMu.Lock()
+	defer q.rqMu.Unlock()
+	defer q.sqMu.Unlock()
+	if q.mem == nil {
+		return nil
+	}
 	q.ctx.putBfreg(q.sq.bf)
 	q.sq.bf = nil
+	q.sq.buf, q.sq.end, q.rq.buf = nil, nil, nil
 	m := q.mem
 	q.mem = nil
 	return sys.Munmap(m)
@@ -206,20 +217,21 @@ func (s *srq) Created(u *uverbs.SRQ, out []byte) error {
 	return nil
 }
 
+// errSRQResize: the mlx5 kernel driver refuses IB_SRQ_MAX_WR in
+// mlx5_ib_modify_srq (EINVAL), so MODIFY_SRQ with it is not sent.
+var errSRQResize = fmt.Errorf("%w: resizing an mlx5 SRQ (the kernel's mlx5_ib_modify_srq refuses max_wr)", uverbs.ErrNotSupported)
+
+// ModifyData refuses a resize before it is sent (DriverData.Refuse);
+// arming the limit needs nothing from the provider.
 func (s *srq) ModifyData(attr *uverbs.SRQAttr, mask uverbs.SRQAttrMask, scratch func(n int) []byte) uverbs.DriverData {
+	if mask&uverbs.SRQAttrMaxWR != 0 {
+		return uverbs.DriverData{Refuse: errSRQResize}
+	}
 	return uverbs.DriverData{}
 }
 
-// Modified: mlx5 SRQs cannot be resized (libmlx5 refuses too); arming the
-// limit needs nothing from the provider.
 func (s *srq) Modified(_ *uverbs.SRQ, _ *uverbs.SRQAttr, mask uverbs.SRQAttrMask, err error) error {
-	if err != nil {
-		return err
-	}
-	if mask&uverbs.SRQAttrMaxWR != 0 {
-		return fmt.Errorf("%w: resizing an mlx5 SRQ", uverbs.ErrNotSupported)
-	}
-	return nil
+	return err
 }
 
 // PostRecv mirrors rdma-core srq.c: mlx5_post_srq_recv, under the SRQ's
@@ -228,9 +240,17 @@ func (s *srq) PostRecv(wr []uverbs.RecvWR) (int, error) {
 	return s.q.post(wr)
 }
 
+// Destroy unmaps the buffer under the SRQ's lock: a post (or a CQ poll
+// freeing a WQE) in flight finishes first, later ones see the nil buffer
+// and return ErrClosed.
 func (s *srq) Destroy() error {
+	s.q.mu.Lock()
+	defer s.q.mu.Unlock()
+	if s.mem == nil {
+		return nil
+	}
 	m := s.mem
-	s.mem = nil
+	s.mem, s.q.buf = nil, nil
 	return sys.Munmap(m)
 }
 

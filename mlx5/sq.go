@@ -115,6 +115,9 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 		size uint32
 		inl  bool
 	)
+	if s.buf == nil { // destroyed (qp.Destroy, under the same lock)
+		return 0, uverbs.ErrClosed
+	}
 	for nreq = 0; nreq < len(wrs); nreq++ {
 		wr := &wrs[nreq]
 		if int(wr.Opcode) >= len(mlx5Opcode) || mlx5Opcode[wr.Opcode] == 0 {
@@ -353,6 +356,9 @@ func (r *recvQueue) wqe(idx uint32) unsafe.Pointer {
 
 // post mirrors rdma-core providers/mlx5/qp.c: mlx5_post_recv.
 func (r *recvQueue) post(wrs []uverbs.RecvWR) (int, error) {
+	if r.buf == nil { // destroyed (qp.Destroy, under the same lock)
+		return 0, uverbs.ErrClosed
+	}
 	var nreq int
 	var err error
 	ind := r.head & (r.wqeCnt - 1)

@@ -44,6 +44,9 @@ func (s *srqQueue) init() {
 func (s *srqQueue) free(ind uint32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.buf == nil {
+		return
+	}
 	ind &= s.max - 1
 	*(*uint16)(unsafe.Add(s.wqe(s.tail), 2)) = be16(uint16(ind))
 	s.tail = ind
@@ -53,6 +56,9 @@ func (s *srqQueue) free(ind uint32) {
 func (s *srqQueue) post(wrs []uverbs.RecvWR) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.buf == nil { // destroyed (srq.Destroy, under s.mu)
+		return 0, uverbs.ErrClosed
+	}
 	var nreq int
 	var err error
 	for nreq = 0; nreq < len(wrs); nreq++ {

@@ -389,14 +389,31 @@ func signalled(wrs []uverbs.SendWR) int {
 // post list (its last signalled), then wait for exactly the completions
 // those signalled requests produce.
 func (e *engine) warmUp(size int) error {
-	s := e.sendWRs(size)
+	qps := make([]sendPoster, len(e.res.qps))
+	for i, qp := range e.res.qps {
+		qps[i] = qp
+	}
+	return e.warmUpWith(e.sendWRs(size), qps, e.res.sendCQ)
+}
+
+// sendPoster and poller are what warmUpWith needs of a QP and a CQ.
+type (
+	sendPoster interface {
+		PostSend(wr []uverbs.SendWR) (int, error)
+	}
+	poller interface {
+		Poll(wc []uverbs.WC) (int, error)
+	}
+)
+
+func (e *engine) warmUpWith(s *wrSet, qps []sendPoster, sendCQ poller) error {
 	wc := make([]uverbs.WC, pollBatch)
 	// Clean up the pipe, as perftest does.
-	if _, err := e.res.sendCQ.Poll(wc); err != nil {
+	if _, err := sendCQ.Poll(wc); err != nil {
 		return &Error{Kind: KindPoll, op: opPollSend, Err: err}
 	}
 	posts := warmUpPosts(e.cfg)
-	for i, qp := range e.res.qps {
+	for i, qp := range qps {
 		want := 0
 		for k := 0; k < posts; k++ {
 			if _, err := qp.PostSend(s.wrs[i]); err != nil {
@@ -405,7 +422,7 @@ func (e *engine) warmUp(size int) error {
 			want += signalled(s.wrs[i])
 		}
 		for got := 0; got < want; {
-			n, err := e.res.sendCQ.Poll(wc[:min(pollBatch, want-got)])
+			n, err := sendCQ.Poll(wc[:min(pollBatch, want-got)])
 			if err != nil {
 				return &Error{Kind: KindPoll, op: opPollSend, Err: err}
 			}

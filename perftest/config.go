@@ -401,5 +401,12 @@ func (c *Config) prepare() (notices []string, err error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	return c.derive(), nil
+	notices = c.derive()
+	// derive may clamp cq_mod to tx_depth; a list must still hold whole
+	// cq_mod groups, or a completion (which stands for cq_mod WRs) would
+	// stand for WRs of the next list and the loops would miscount.
+	if c.PostList > 1 && c.PostList%c.CQMod != 0 {
+		return nil, perr("Post list size (%d) must be a multiple of CQ moderation (%d, capped at the TX depth %d)", c.PostList, c.CQMod, c.TxDepth)
+	}
+	return notices, nil
 }

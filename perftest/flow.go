@@ -122,7 +122,7 @@ func (e *engine) runFlow(f flow) error {
 			}
 		}
 		if f.syncBefore {
-			if err := e.hs(); err != nil {
+			if err := e.sync(); err != nil {
 				return err
 			}
 		}
@@ -130,7 +130,7 @@ func (e *engine) runFlow(f flow) error {
 			return err
 		}
 		if f.syncAfterLoop {
-			if err := e.hs(); err != nil {
+			if err := e.sync(); err != nil {
 				return err
 			}
 		}
@@ -152,7 +152,7 @@ func (e *engine) runFlow(f flow) error {
 			}
 		}
 		if f.syncAfterReport {
-			if err := e.hs(); err != nil {
+			if err := e.sync(); err != nil {
 				return err
 			}
 		}
@@ -160,7 +160,7 @@ func (e *engine) runFlow(f flow) error {
 	switch f.ending {
 	case endReportAndClose:
 		e.resultLine()
-		if err := e.hs(); err != nil {
+		if err := e.sync(); err != nil {
 			return err
 		}
 		if _, err := e.sess.oob.reports(last); err != nil {
@@ -188,7 +188,7 @@ func (e *engine) runFlow(f flow) error {
 // runPassive is the side that only waits for the peer to finish.
 func (e *engine) runPassive(f flow) error {
 	if f.passiveReport {
-		if err := e.hs(); err != nil {
+		if err := e.sync(); err != nil {
 			return err
 		}
 		rem, err := e.sess.oob.reports(bwReport{})
@@ -214,7 +214,7 @@ func (e *engine) runInfinitely(f flow) error {
 				return err
 			}
 		}
-		if err := e.hs(); err != nil {
+		if err := e.sync(); err != nil {
 			return err
 		}
 	}

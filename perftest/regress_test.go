@@ -2,6 +2,7 @@ package perftest
 
 import (
 	"context"
+	"errors"
 	"math"
 	"runtime"
 	"sync"
@@ -14,12 +15,22 @@ import (
 	"github.com/ibgo/ibgo/uverbs"
 )
 
+// fakeSRQ hands receives out oldest first, as an SRQ does.
+type fakeSRQ struct{ wrids []uint64 }
+
+func (f *fakeSRQ) PostRecv(wr []uverbs.RecvWR) (int, error) {
+	for _, w := range wr {
+		f.wrids = append(f.wrids, w.WRID)
+	}
+	return len(wr), nil
+}
+
 // Issue 9 #3: with an SRQ and q QPs every one of the q×iters messages must
 // find a receive. The SRQ hands out whatever receive was posted first; a
 // completion's wr_id names the share it came from and that share is
-// reposted until it has carried iters messages. Simulated on the real
-// recvSet: before the fix only QP 0's share was posted (wr_id 0 for all)
-// and reposted up to iters in total, so the queue ran dry after iters.
+// reposted (engine.recvDone) until it has carried iters messages. Before
+// the fix only QP 0's share was posted (wr_id 0 for all) and reposted up
+// to iters in total, so the queue ran dry after iters.
 func TestSRQReceivesCoverEveryQP(t *testing.T) {
 	for _, tc := range []struct{ qps, rx, iters int }{
 		{1, 512, 1000}, {2, 512, 1000}, {4, 512, 1000}, {3, 5, 5}, {8, 4, 100},
@@ -29,53 +40,104 @@ func TestSRQReceivesCoverEveryQP(t *testing.T) {
 		e := &engine{cfg: c}
 		perQP := e.rxPerQP()
 		require.GreaterOrEqual(t, perQP, 1)
-		rs := newRecvSet(tc.qps, perQP, func(i int) uint64 { return uint64(i) << 20 }, 64, 7, uint64(tc.iters))
-		var srq []uint64 // wr_ids in the SRQ, oldest first
+		srq := &fakeSRQ{}
+		e.res.recvs = newRecvSet(tc.qps, perQP, func(i int) uint64 { return uint64(i) << 20 }, 64, 7, uint64(tc.iters))
 		for i := 0; i < tc.qps; i++ {
-			require.Equal(t, uint64(i), rs.wrs[i][0].WRID, "wr_id is the QP index")
-			require.Equal(t, uint64(i)<<20, rs.wrs[i][0].SGL[0].Addr, "the QP's own receive region")
+			e.res.recvs.to = append(e.res.recvs.to, srq)
+			require.Equal(t, uint64(i), e.res.recvs.wrs[i][0].WRID, "wr_id is the QP index")
+			require.Equal(t, uint64(i)<<20, e.res.recvs.wrs[i][0].SGL[0].Addr, "the QP's own receive region")
 			for k := 0; k < perQP; k++ {
-				srq = append(srq, rs.wrs[i][0].WRID)
+				require.NoError(t, e.postRecv(i))
 			}
 		}
 		want := tc.qps * tc.iters
 		for got := 0; got < want; got++ {
-			require.NotEmpty(t, srq, "q=%d rx=%d: the SRQ ran dry after %d of %d messages", tc.qps, tc.rx, got, want)
-			qi := int(srq[0])
-			srq = srq[1:]
-			if rs.repostDue(qi) {
-				rs.posted[qi]++
-				srq = append(srq, uint64(qi))
-			}
+			require.NotEmpty(t, srq.wrids, "q=%d rx=%d: the SRQ ran dry after %d of %d messages", tc.qps, tc.rx, got, want)
+			qi := int(srq.wrids[0])
+			srq.wrids = srq.wrids[1:]
+			require.NoError(t, e.recvDone(qi, uint64(got)))
 		}
 		for i := 0; i < tc.qps; i++ {
-			assert.EqualValues(t, max(tc.iters, perQP), rs.posted[i], "share %d", i)
+			assert.EqualValues(t, max(tc.iters, perQP), e.res.recvs.posted[i], "share %d", i)
 		}
 	}
 }
 
+// fakeSendCQ completes every signalled WR fakeSendQP posts, and fails a
+// poll loop that waits for completions that cannot come.
+type fakeSendCQ struct {
+	pending []uint64
+	empty   int
+	taken   int
+}
+
+func (f *fakeSendCQ) Poll(wc []uverbs.WC) (int, error) {
+	n := min(len(wc), len(f.pending))
+	if n == 0 {
+		if f.empty++; f.empty > 1000 {
+			return 0, errors.New("polled 1000 times with nothing outstanding")
+		}
+	}
+	for k := 0; k < n; k++ {
+		wc[k] = uverbs.WC{WRID: f.pending[k], Status: uverbs.WCSuccess}
+	}
+	f.pending = f.pending[n:]
+	f.taken += n
+	return n, nil
+}
+
+type fakeSendQP struct {
+	cq    *fakeSendCQ
+	posts int
+	wrs   int
+}
+
+func (f *fakeSendQP) PostSend(wr []uverbs.SendWR) (int, error) {
+	f.posts++
+	f.wrs += len(wr)
+	for _, w := range wr {
+		if w.Flags&uverbs.SendSignaled != 0 {
+			f.cq.pending = append(f.cq.pending, w.WRID)
+		}
+	}
+	return len(wr), nil
+}
+
 // Issue 9 #4: --perform_warm_up with a post list waits only for the
 // completions of what it posted signalled. It posts one whole list per QP
-// (perftest's perform_warm_up), whose last WR is signalled; before the fix
-// it posted the list's first WR (unsignalled) tx_depth times and waited
-// for tx_depth completions that never came.
+// (perftest's perform_warm_up), every cq_mod-th WR signalled; before the
+// fix it posted the list's first WR (unsignalled) tx_depth times and waited
+// for tx_depth completions that never came. Runs engine.warmUpWith, the
+// body of warmUp, over fake QPs and a fake CQ.
 func TestWarmUpWaitsForSignalledWRs(t *testing.T) {
-	for _, tc := range []struct{ postList, tx int }{{1, 128}, {4, 128}, {16, 16}} {
+	for _, tc := range []struct{ postList, cqMod, tx, qps int }{
+		{1, 100, 128, 1}, {4, 4, 128, 2}, {4, 2, 128, 2}, {4, 1, 128, 1}, {16, 16, 16, 3},
+	} {
 		c := defaults(Test{Write, BW})
-		c.PostList, c.TxDepth = tc.postList, tc.tx
-		l := sendList{op: uverbs.WRRDMAWrite, flags: uverbs.SendSignaled, size: 64, postList: tc.postList,
-			step: 64, cycle: true, pageSize: 4096, base: 1 << 20, rbase: 2 << 20}
-		wrs, _ := l.build()
-		require.Len(t, wrs, tc.postList)
-		posts := warmUpPosts(c)
-		want := posts * signalled(wrs)
-		require.Positive(t, want, "the warm-up waits for something")
-		require.LessOrEqual(t, posts*len(wrs), tc.tx, "the warm-up fits the send queue")
-		require.NotZero(t, wrs[len(wrs)-1].Flags&uverbs.SendSignaled, "the list's last WR is signalled")
-		if tc.postList == 1 {
-			assert.Equal(t, tc.tx, want, "tx_depth single signalled WRs")
-		} else {
-			assert.Equal(t, 1, want, "one completion for the one list")
+		c.PostList, c.CQMod, c.TxDepth, c.NumQPs = tc.postList, tc.cqMod, tc.tx, tc.qps
+		e := &engine{cfg: c, ctx: context.Background()}
+		cq := &fakeSendCQ{}
+		s := &wrSet{}
+		var qps []sendPoster
+		var fakes []*fakeSendQP
+		for i := 0; i < tc.qps; i++ {
+			l := sendList{qp: i, op: uverbs.WRRDMAWrite, flags: uverbs.SendSignaled, size: 64, postList: tc.postList,
+				cqMod: tc.cqMod, step: 64, cycle: true, pageSize: 4096, base: 1 << 20, rbase: 2 << 20}
+			wrs, sges := l.build()
+			s.wrs, s.sges = append(s.wrs, wrs), append(s.sges, sges)
+			f := &fakeSendQP{cq: cq}
+			fakes, qps = append(fakes, f), append(qps, f)
+		}
+		require.NoError(t, e.warmUpWith(s, qps, cq), "%+v", tc)
+		assert.Empty(t, cq.pending, "%+v: every completion was taken", tc)
+		assert.Positive(t, cq.taken, "%+v: the warm-up waited for something", tc)
+		for i, f := range fakes {
+			if tc.postList == 1 {
+				assert.Equal(t, tc.tx, f.posts, "%+v: tx_depth single WRs", tc)
+			} else {
+				assert.Equal(t, 1, f.posts, "%+v: one list", tc)
+			}
+			assert.LessOrEqual(t, f.wrs, tc.tx, "QP %d: the warm-up fits the send queue", i)
 		}
 	}
 }

@@ -330,15 +330,18 @@ func (o *oob) compareParams(mine paramSummary) error {
 	return nil
 }
 
-// readKey reads one key message. A peer that uses the other key form (GID
-// against no GID) is recognised and named, not waited for.
-func (o *oob) readKey() (Dest, error) {
+// readKey reads one key message, waiting at most wait (0: no limit). A
+// peer that uses the other key form (GID against no GID) is recognised and
+// named, not waited for.
+func (o *oob) readKey(wait time.Duration) (Dest, error) {
 	want := keyLen
 	if o.withGID {
 		want = keyLenGID
 	}
 	buf := make([]byte, want)
-	o.c.SetReadDeadline(time.Now().Add(o.deadline))
+	if wait > 0 {
+		o.c.SetReadDeadline(time.Now().Add(wait))
+	}
 	defer o.c.SetReadDeadline(time.Time{})
 	got := 0
 	for got < want {
@@ -367,17 +370,28 @@ func (o *oob) readKey() (Dest, error) {
 	return decodeDest(buf)
 }
 
-// handshake is ctx_hand_shake: one key message each way.
-func (o *oob) handshake(mine Dest) (Dest, error) {
+// handshake is ctx_hand_shake: one key message each way. The peer must
+// answer within o.deadline: it is in the same phase of setup.
+func (o *oob) handshake(mine Dest) (Dest, error) { return o.handshakeWait(mine, o.deadline) }
+
+// barrier is ctx_hand_shake used as the barrier around and after the data
+// phase: the peer may still be running its whole test (-D 600, a large -n;
+// the BW server of write/read/atomic waits here for all of it), so the read
+// has no deadline, as perftest's has none. A cancelled context closes the
+// connection (establish) and a peer that exits closes it too: either ends
+// the read.
+func (o *oob) barrier(mine Dest) (Dest, error) { return o.handshakeWait(mine, 0) }
+
+func (o *oob) handshakeWait(mine Dest, wait time.Duration) (Dest, error) {
 	msg := mine.encode(keyForm(o.withGID))
 	if o.client {
 		o.c.SetWriteDeadline(time.Now().Add(o.deadline))
 		if _, err := o.c.Write(msg); err != nil {
 			return Dest{}, &Error{Kind: KindSession, op: opWriteKey, Err: err}
 		}
-		return o.readKey()
+		return o.readKey(wait)
 	}
-	d, err := o.readKey()
+	d, err := o.readKey(wait)
 	if err != nil {
 		return d, err
 	}
@@ -439,9 +453,11 @@ func (o *oob) reports(mine bwReport) (bwReport, error) {
 	return r, nil
 }
 
-// closeConn is ctx_close_connection: a handshake, "done", close.
+// closeConn is ctx_close_connection: a handshake, "done", close. The
+// handshake is a barrier: the passive side of a latency test reaches it
+// while the peer still runs the test.
 func (o *oob) closeConn(mine Dest) error {
-	if _, err := o.handshake(mine); err != nil {
+	if _, err := o.barrier(mine); err != nil {
 		return err
 	}
 	o.c.Write([]byte("done\x00"))
@@ -583,9 +599,16 @@ func (e *engine) keys(mode keysMode) error {
 	return nil
 }
 
-// hs is one ctx_hand_shake: a barrier.
+// hs is one ctx_hand_shake of the setup (the preamble), with a deadline.
 func (e *engine) hs() error {
 	_, err := e.sess.oob.handshake(e.sess.local[0])
+	return err
+}
+
+// sync is one ctx_hand_shake around or after the data phase: a barrier
+// without a deadline (oob.barrier).
+func (e *engine) sync() error {
+	_, err := e.sess.oob.barrier(e.sess.local[0])
 	return err
 }
 

@@ -197,3 +197,38 @@ func printed(err error) string {
 	PrintError(&o, &e, err)
 	return e.String()
 }
+
+// The end-of-test barrier waits for the peer however long it runs (the BW
+// server of write/read/atomic waits there for the client's whole test),
+// while the setup handshake keeps its deadline. The deadline is shrunk to
+// 50 ms and the peer answers after 300 ms: before the fix every handshake
+// of the flow timed out after the 120 s deadline.
+func TestBarrierHasNoDeadline(t *testing.T) {
+	cli, srv := oobPair(t)
+	cli.deadline, srv.deadline = 50*time.Millisecond, 50*time.Millisecond
+	d := Dest{QPN: 5, PSN: 6}
+	late := func() error {
+		time.Sleep(300 * time.Millisecond)
+		_, err := cli.barrier(d)
+		return err
+	}
+	e1, e2 := both(func() error { _, err := srv.barrier(d); return err }, late)
+	require.NoError(t, e1, "the waiting side")
+	require.NoError(t, e2)
+
+	// The setup handshake still gives up.
+	e1, e2 = both(func() error { _, err := srv.handshake(d); return err }, func() error {
+		time.Sleep(300 * time.Millisecond)
+		return nil
+	})
+	require.Error(t, e1, "the setup handshake has a deadline")
+	require.NoError(t, e2)
+
+	// A peer that goes away ends the barrier.
+	cli, srv = oobPair(t)
+	e1, _ = both(func() error { _, err := srv.barrier(d); return err }, func() error {
+		time.Sleep(100 * time.Millisecond)
+		return cli.Close()
+	})
+	require.Error(t, e1, "the peer closed the connection")
+}

@@ -21,13 +21,14 @@ type wrSet struct {
 
 // sendList is one QP's post list (ctx_set_send_wqes for one QP): postList
 // WRs, each a slot further into the page when small messages are listed,
-// all but the last unsignalled. wr_id is the QP's index.
+// every cq_mod-th signalled. wr_id is the QP's index.
 type sendList struct {
 	qp       int
 	op       uverbs.WROpcode
 	flags    uverbs.SendFlags
 	size     int
 	postList int
+	cqMod    int  // with a list, every cqMod-th WR is signalled
 	step     int  // cache-line-rounded size
 	cycle    bool // size <= page/2: list entries take successive slots
 	pageSize int
@@ -43,6 +44,10 @@ type sendList struct {
 func (l sendList) build() ([]uverbs.SendWR, []uverbs.SGE) {
 	wrs := make([]uverbs.SendWR, l.postList)
 	sges := make([]uverbs.SGE, l.postList)
+	mod := l.cqMod
+	if mod < 1 {
+		mod = l.postList // perftest's default with a list
+	}
 	for j := range wrs {
 		off := uint64(0)
 		if l.cycle && l.postList > 1 {
@@ -57,7 +62,10 @@ func (l sendList) build() ([]uverbs.SendWR, []uverbs.SGE) {
 		if l.ah != nil {
 			wrs[j].AH, wrs[j].RemoteQPN, wrs[j].RemoteQKey = l.ah, l.rqpn, defQKey
 		}
-		if j < l.postList-1 {
+		// ctx_set_send_reg_wqes signals every WR with (j+1)%cq_mod == 0:
+		// each completion then stands for cq_mod WRs, as sendDone counts.
+		// A single WR keeps its flag; fillSQ moderates it per post.
+		if l.postList > 1 && (j+1)%mod != 0 {
 			wrs[j].Flags &^= uverbs.SendSignaled
 		}
 	}
@@ -81,7 +89,7 @@ func (e *engine) sendWRs(size int) *wrSet {
 	step := inc(size, e.hw.cacheLine)
 	cycle := size <= e.hw.pageSize/2
 	for i := range e.res.qps {
-		l := sendList{qp: i, op: op, flags: flags, size: size, postList: c.PostList, step: step, cycle: cycle,
+		l := sendList{qp: i, op: op, flags: flags, size: size, postList: c.PostList, cqMod: c.CQMod, step: step, cycle: cycle,
 			pageSize: e.hw.pageSize, base: e.res.mr.Addr() + uint64(i*e.res.bufSize), rbase: e.sess.remote[i].VAddr,
 			lkey: e.res.mr.LKey(), rkey: e.sess.remote[i].RKey, atomic: c.Test.Verb == Atomic}
 		if c.Conn == UD {
@@ -123,6 +131,7 @@ func (s *wrSet) advance(i int) {
 // whose share a completion belongs to, so each share is reposted until it
 // has carried its QP's iterations (perftest does the same).
 type recvSet struct {
+	to     []recvPoster // where share i is posted: its QP, or the SRQ
 	wrs    [][]uverbs.RecvWR
 	sges   [][]uverbs.SGE
 	posted []uint64 // receives posted per share so far
@@ -138,6 +147,11 @@ func newRecvSet(nq, perQP int, base func(i int) uint64, length, lkey uint32, lim
 		rs.posted[i] = uint64(perQP)
 	}
 	return rs
+}
+
+// recvPoster is what receives are posted to (a QP or the SRQ).
+type recvPoster interface {
+	PostRecv(wr []uverbs.RecvWR) (int, error)
 }
 
 // repostDue says whether share i's receive goes back after a completion.
@@ -160,6 +174,13 @@ func (e *engine) postRecvs(size int) error {
 	base := func(i int) uint64 { return mr.Addr() + uint64((c.NumQPs+i)*e.res.bufSize) }
 	e.res.recvs = newRecvSet(len(e.res.qps), perQP, base, uint32(ln), mr.LKey(), limit)
 	for i := range e.res.qps {
+		if e.res.srq != nil {
+			e.res.recvs.to = append(e.res.recvs.to, e.res.srq)
+		} else {
+			e.res.recvs.to = append(e.res.recvs.to, e.res.qps[i])
+		}
+	}
+	for i := range e.res.qps {
 		for k := 0; k < perQP; k++ {
 			if err := e.postRecv(i); err != nil {
 				return &Error{Kind: KindPost, op: opPostRecv, QP: i, Done: uint64(k), Err: err}
@@ -171,12 +192,7 @@ func (e *engine) postRecvs(size int) error {
 
 // postRecv posts QP i's receive WR (to the SRQ when there is one).
 func (e *engine) postRecv(i int) error {
-	var err error
-	if e.res.srq != nil {
-		_, err = e.res.srq.PostRecv(e.res.recvs.wrs[i])
-	} else {
-		_, err = e.res.qps[i].PostRecv(e.res.recvs.wrs[i])
-	}
+	_, err := e.res.recvs.to[i].PostRecv(e.res.recvs.wrs[i])
 	return err
 }
 

@@ -52,7 +52,7 @@ type qp struct {
 	dbFD     *sys.FD
 
 	// local finds the registered memory an inline SGE names
-	// (uverbs.PD.LocalBytes of the QP's PD).
+	// (uverbs.PD.SGEBytes of the QP's PD).
 	local func(lkey uint32, addr uint64, n int) []byte
 }
 

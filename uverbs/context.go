@@ -107,7 +107,8 @@ func (c *Context) UsesIoctlWrite() bool {
 	return c.useIoctlWrite
 }
 
-// AsyncFD returns the async event file descriptor (for tests and pollers).
+// AsyncFD returns the async event file descriptor (for tests and pollers),
+// -1 after Close.
 func (c *Context) AsyncFD() int { return c.asyncFD.Int() }
 
 // CmdFD is the uverbs command file (for providers: mmap of queues, doorbells).

@@ -3,6 +3,7 @@ package uverbs
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"sync/atomic"
 
@@ -52,7 +53,8 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 	return ch, nil
 }
 
-// FD is the channel's file descriptor (to poll it alongside other fds).
+// FD is the channel's file descriptor (to poll it alongside other fds), -1
+// after Close.
 func (ch *CompChannel) FD() int { return ch.fd.Int() }
 
 // GetEvent waits for the next completion event and returns its CQ. The CQ
@@ -63,11 +65,13 @@ func (ch *CompChannel) GetEvent(ctx context.Context) (*CQ, error) {
 	if err := ch.check(); err != nil {
 		return nil, opErr("", "get cq event", err)
 	}
-	var buf [8]byte // per call: concurrent callers never share it
-	if _, err := ch.fd.Read(ctx, buf[:]); err != nil {
+	// Per call (concurrent callers never share it), and aligned for its
+	// fields, which abi.As over a byte array would not be.
+	var desc abi.CompEventDesc
+	if _, err := ch.fd.Read(ctx, abi.Bytes(&desc)); err != nil {
 		return nil, opErr(ch.ctx.dev.Name, "get cq event", eventErr(err))
 	}
-	id := abi.As[abi.CompEventDesc](buf[:]).CQHandle
+	id := desc.CQHandle
 	ch.ctx.mu.Lock()
 	cq, _ := ch.ctx.lookup(id).(*CQ)
 	ch.ctx.mu.Unlock()
@@ -127,11 +131,22 @@ func (cq *CQ) CQE() int { return int(cq.cqe.Load()) }
 // Driver returns the provider's half of the CQ.
 func (cq *CQ) Driver() CQDriver { return cq.drv }
 
+// maxCQE bounds a CQ's entries: the commands carry a u32, the kernel takes
+// it as an int (ib_uverbs_create_cq: attr.cqe) and CQ.CQE keeps an int32.
+const maxCQE = math.MaxInt32
+
+func checkCQE(cqe int) error {
+	if cqe <= 0 || cqe > maxCQE {
+		return fmt.Errorf("%w: cqe %d is outside 1..%d", sys.NewErrno(sys.EINVAL), cqe, maxCQE)
+	}
+	return nil
+}
+
 // CreateCQ creates a completion queue (CQ_CREATE ioctl, or CREATE_CQ).
 func (c *Context) CreateCQ(attr CQInitAttr) (*CQ, error) {
 	op := "create cq"
-	if attr.CQE <= 0 {
-		return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: cqe %d", sys.NewErrno(sys.EINVAL), attr.CQE)}
+	if err := checkCQE(attr.CQE); err != nil {
+		return nil, &Error{Op: op, Device: c.dev.Name, Err: err}
 	}
 	if attr.Channel != nil && attr.Channel.ctx != c {
 		return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: the completion channel belongs to another context", sys.NewErrno(sys.EINVAL))}
@@ -250,10 +265,14 @@ func (cq *CQ) Resize(cqe int) error {
 		return opErr(c.dev.Name, "resize cq", err)
 	}
 	defer c.mu.Unlock()
-	if cqe <= 0 {
-		return &Error{Op: "resize cq", Device: c.dev.Name, Err: fmt.Errorf("%w: cqe %d", sys.NewErrno(sys.EINVAL), cqe)}
+	if err := checkCQE(cqe); err != nil {
+		return &Error{Op: "resize cq", Device: c.dev.Name, Err: err}
 	}
 	dd := cq.drv.ResizeData(cqe) // from here Poll waits
+	if dd.Refuse != nil {
+		cq.drv.Resized(cq, nil, dd.Refuse) // ends the exclusion; its error is Refuse
+		return opErr(c.dev.Name, "resize cq", dd.Refuse)
+	}
 	r, in := alloc[abi.ResizeCQ](c)
 	r.CQHandle, r.CQE = cq.handle, uint32(cqe)
 	n := abi.Size[abi.ResizeCQResp]()

@@ -70,11 +70,13 @@ func (c *Context) GetAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	if closed || fd == nil {
 		return AsyncEvent{}, opErr(c.dev.Name, "get async event", ErrClosed)
 	}
-	var buf [16]byte
-	if _, err := fd.Read(ctx, buf[:]); err != nil {
+	// Read into the struct itself: aligned for its fields (abi.As over a
+	// byte array would not be), and per call.
+	var desc abi.AsyncEventDesc
+	if _, err := fd.Read(ctx, abi.Bytes(&desc)); err != nil {
 		return AsyncEvent{}, opErr(c.dev.Name, "get async event", eventErr(err))
 	}
-	d := abi.As[abi.AsyncEventDesc](buf[:])
+	d := &desc
 	ev := AsyncEvent{Type: EventType(d.EventType), Element: d.Element}
 	c.mu.Lock()
 	obj := c.lookup(d.Element)

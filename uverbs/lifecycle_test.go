@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"math"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -121,11 +124,17 @@ type fakeCQ struct {
 	calls      []string
 	resizedErr error
 	destroyed  int
+	refuse     error // ResizeData's DriverData.Refuse
+	onCreated  func()
+	destroyErr error
 }
 
 func (f *fakeCQ) DriverData() DriverData { return DriverData{} }
 func (f *fakeCQ) Created(*CQ, []byte) error {
 	f.calls = append(f.calls, "created")
+	if f.onCreated != nil {
+		f.onCreated()
+	}
 	return f.createdErr
 }
 func (f *fakeCQ) Poll([]WC) (int, error) {
@@ -136,7 +145,7 @@ func (f *fakeCQ) Poll([]WC) (int, error) {
 func (f *fakeCQ) ResizeData(int) DriverData {
 	f.mu.Lock()
 	f.calls = append(f.calls, "resizeData")
-	return DriverData{}
+	return DriverData{Refuse: f.refuse}
 }
 func (f *fakeCQ) Resized(_ *CQ, _ []byte, err error) error {
 	f.calls = append(f.calls, "resized")
@@ -144,7 +153,7 @@ func (f *fakeCQ) Resized(_ *CQ, _ []byte, err error) error {
 	f.mu.Unlock()
 	return nil
 }
-func (f *fakeCQ) Destroy() error { f.destroyed++; return nil }
+func (f *fakeCQ) Destroy() error { f.destroyed++; return f.destroyErr }
 
 // A provider hook that fails must leave neither a kernel object nor provider
 // state behind.
@@ -156,6 +165,24 @@ func TestCreateProviderFailureDestroys(t *testing.T) {
 	require.Equal(t, 1, drv.destroyed)
 	require.Empty(t, k.c.LiveObjects())
 	require.Equal(t, []uint32{abi.IB_USER_VERBS_CMD_CREATE_CQ, abi.IB_USER_VERBS_CMD_DESTROY_CQ}, k.commands(t))
+}
+
+// When the compensating destroys fail as well, the error says so: the kernel
+// object may be left behind (before the fix their errors were dropped and
+// only the hook's error came back).
+func TestCreateProviderFailureReportsFailedDestroy(t *testing.T) {
+	drv := &fakeCQ{createdErr: errors.New("ring map failed"), destroyErr: errors.New("munmap failed")}
+	var k *fakeKernel
+	drv.onCreated = func() { k.c.fd = k.r } // the kernel refuses the DESTROY_CQ
+	k = newFakeKernel(t, true, &fakeProv{cq: drv})
+	_, err := k.c.CreateCQ(CQInitAttr{CQE: 4})
+	k.c.fd = k.w
+	require.ErrorContains(t, err, "ring map failed")
+	require.ErrorIs(t, err, sys.EBADF, "the failed DESTROY_CQ is reported")
+	require.ErrorContains(t, err, "destroying the kernel object again")
+	require.ErrorContains(t, err, "munmap failed", "the provider's failed Destroy is reported")
+	require.Equal(t, 1, drv.destroyed)
+	require.Empty(t, k.c.LiveObjects())
 }
 
 // Defect 2: Resize must bracket the command with ResizeData/Resized on
@@ -199,6 +226,7 @@ type fakeSRQ struct {
 	mu          sync.Mutex
 	modified    int
 	modifiedErr error
+	refuse      error // ModifyData's DriverData.Refuse
 }
 
 func (f *fakeSRQ) DriverData() DriverData     { return DriverData{} }
@@ -207,7 +235,7 @@ func (f *fakeSRQ) ModifyData(_ *SRQAttr, mask SRQAttrMask, scratch func(int) []b
 	if mask&SRQAttrMaxWR != 0 {
 		f.mu.Lock()
 	}
-	return DriverData{In: scratch(8)}
+	return DriverData{In: scratch(8), Refuse: f.refuse}
 }
 func (f *fakeSRQ) Modified(_ *SRQ, _ *SRQAttr, mask SRQAttrMask, err error) error {
 	f.modified++
@@ -382,5 +410,90 @@ func TestCloseNilObjects(t *testing.T) {
 		"CQ": (*CQ)(nil), "QP": (*QP)(nil), "SRQ": (*SRQ)(nil), "AH": (*AH)(nil), "Memory": (*Memory)(nil),
 	} {
 		require.NotPanics(t, func() { require.NoError(t, c.Close(), name) }, name)
+	}
+}
+
+// A provider that cannot build the request (mlx5: CQ and SRQ resize) sets
+// DriverData.Refuse: nothing goes to the kernel (which would fail with a
+// misleading errno, EFAULT for an empty RESIZE_CQ request on mlx5), the
+// completion hook still runs and the caller gets ErrNotSupported.
+func TestResizeRefusedByProviderSendsNothing(t *testing.T) {
+	refuse := fmt.Errorf("%w: resizing a fake queue", ErrNotSupported)
+	cqd := &fakeCQ{refuse: refuse}
+	srqd := &fakeSRQ{refuse: refuse}
+	k := newFakeKernel(t, true, &fakeProv{cq: cqd, srq: srqd})
+	cq, err := k.c.CreateCQ(CQInitAttr{CQE: 4})
+	require.NoError(t, err)
+	pd, err := k.c.AllocPD()
+	require.NoError(t, err)
+	srq, err := pd.CreateSRQ(SRQInitAttr{MaxWR: 4, MaxSGE: 1})
+	require.NoError(t, err)
+
+	cqd.calls = nil
+	err = cq.Resize(8)
+	require.ErrorIs(t, err, ErrNotSupported)
+	require.ErrorContains(t, err, "resizing a fake queue")
+	require.Equal(t, []string{"resizeData", "resized"}, cqd.calls, "Resized still ends the exclusion")
+	require.ErrorIs(t, cqd.resizedErr, ErrNotSupported)
+	require.True(t, cqd.mu.TryLock(), "Poll is no longer excluded")
+	cqd.mu.Unlock()
+
+	err = srq.Modify(SRQAttr{MaxWR: 64}, SRQAttrMaxWR)
+	require.ErrorIs(t, err, ErrNotSupported)
+	require.Equal(t, 1, srqd.modified)
+	require.True(t, srqd.mu.TryLock(), "Modified released what ModifyData took")
+	srqd.mu.Unlock()
+
+	require.Equal(t, []uint32{abi.IB_USER_VERBS_CMD_CREATE_CQ, abi.IB_USER_VERBS_CMD_ALLOC_PD, abi.IB_USER_VERBS_CMD_CREATE_SRQ},
+		k.commands(t), "no RESIZE_CQ or MODIFY_SRQ was sent")
+}
+
+// CompChannel.FD and Context.AsyncFD say -1 once closed, not a number the
+// process may have reused for another file.
+func TestEventFDsAfterClose(t *testing.T) {
+	k := newFakeKernel(t, true, &fakeProv{})
+	pollPipe := func() *sys.PollFD {
+		r, w, err := sys.Pipe()
+		require.NoError(t, err)
+		t.Cleanup(func() { w.Close() })
+		p, err := sys.NewPollFD(r, "test")
+		require.NoError(t, err)
+		return p
+	}
+	ch := &CompChannel{fd: pollPipe()}
+	ch.object.ctx, ch.object.kind = k.c, kindCompChannel
+	require.GreaterOrEqual(t, ch.FD(), 0)
+	require.NoError(t, ch.Close())
+	require.Equal(t, -1, ch.FD())
+
+	k.c.asyncFD = pollPipe()
+	require.GreaterOrEqual(t, k.c.AsyncFD(), 0)
+	require.NoError(t, k.c.Close())
+	require.Equal(t, -1, k.c.AsyncFD())
+}
+
+// Sizes that do not fit the command or the page rounding are refused with
+// EINVAL naming the value, before anything is sent or mapped (before the
+// fix uint32(cqe) truncated 1<<32+4 to 4, and size+align-1 overflowed).
+func TestOversizedArgumentsRefused(t *testing.T) {
+	drv := &fakeCQ{}
+	k := newFakeKernel(t, true, &fakeProv{cq: drv})
+	huge := math.MaxUint32 + 5
+	_, err := k.c.CreateCQ(CQInitAttr{CQE: huge})
+	require.ErrorIs(t, err, sys.EINVAL)
+	require.ErrorContains(t, err, strconv.Itoa(huge))
+	cq, err := k.c.CreateCQ(CQInitAttr{CQE: 4})
+	require.NoError(t, err)
+	drv.calls = nil
+	err = cq.Resize(huge)
+	require.ErrorIs(t, err, sys.EINVAL)
+	require.ErrorContains(t, err, strconv.Itoa(huge))
+	require.Empty(t, drv.calls, "the provider was not asked")
+	require.Equal(t, []uint32{abi.IB_USER_VERBS_CMD_CREATE_CQ}, k.commands(t), "only the valid CQ was created")
+
+	for _, size := range []int{math.MaxInt, math.MaxInt - 100} {
+		_, err = AllocMemory(size, MemoryOptions{})
+		require.ErrorIs(t, err, sys.EINVAL, "size %d", size)
+		require.ErrorContains(t, err, strconv.Itoa(size))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -56,6 +57,9 @@ func AllocMemory(size int, opts MemoryOptions) (*Memory, error) {
 	}
 	if opts.Populate {
 		flags |= sys.MapPopulate
+	}
+	if size > math.MaxInt-(align-1) {
+		return nil, &Error{Op: "alloc memory", Err: fmt.Errorf("%w: size %d does not round up to whole %d-byte pages", sys.NewErrno(sys.EINVAL), size, align)}
 	}
 	n := (size + align - 1) &^ (align - 1)
 	b, err := sys.MmapAnon(n, flags)

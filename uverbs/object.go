@@ -155,11 +155,16 @@ type createCmd struct {
 // this context) or the legacy write command, hands the driver response to
 // created (the provider's hook), and registers o. On any failure nothing is
 // left behind: a kernel object already made is destroyed, and drvDestroy
-// (when not nil) releases the provider's half. Callers hold c.mu.
+// (when not nil) releases the provider's half. Callers hold c.mu. When a
+// compensating destroy fails too, its error is joined into the one returned:
+// the kernel object (or provider state) may then be left behind, and the
+// caller must learn so.
 func (c *Context) create(o *object, self any, cmd *createCmd, created func(uhwOut []byte) error, drvDestroy func() error) error {
 	fail := func(err error) error {
 		if drvDestroy != nil {
-			drvDestroy()
+			if derr := drvDestroy(); derr != nil {
+				err = errors.Join(err, fmt.Errorf("releasing the provider's half: %w", derr))
+			}
 		}
 		return err
 	}
@@ -175,9 +180,12 @@ func (c *Context) create(o *object, self any, cmd *createCmd, created func(uhwOu
 	o.ctx, o.kind, o.id = c, cmd.kind, id
 	if created != nil {
 		if err := created(uhwOut); err != nil {
+			err = opErr(c.dev.Name, cmd.op, err)
 			c.arena.Reset()
-			c.destroyLocked(o)
-			return fail(opErr(c.dev.Name, cmd.op, err))
+			if derr := c.destroyLocked(o); derr != nil {
+				err = errors.Join(err, fmt.Errorf("destroying the kernel object again (handle %d): %w", o.handle, opErr(c.dev.Name, "destroy", derr)))
+			}
+			return fail(err)
 		}
 	}
 	c.live[id] = self

@@ -23,7 +23,6 @@ type PD struct {
 type mrRange struct {
 	mr   *MR
 	lkey uint32
-	iova uint64
 	buf  []byte
 }
 
@@ -97,7 +96,7 @@ func (pd *PD) setMR(mr *MR, keep bool) {
 		}
 	}
 	if keep && mr.buf != nil {
-		next = append(next, mrRange{mr: mr, lkey: mr.lkey, iova: mr.iova, buf: mr.buf})
+		next = append(next, mrRange{mr: mr, lkey: mr.lkey, buf: mr.buf})
 	}
 	pd.mrs.Store(&next)
 }

@@ -69,6 +69,11 @@ type ContextOpener interface {
 type DriverData struct {
 	In     []byte
 	OutLen int
+	// Refuse, when set by ResizeData or ModifyData, says the provider cannot
+	// build the request (mlx5 cannot resize): the command is not sent,
+	// Resized/Modified still run (with Refuse as the command's error) and
+	// the caller gets Refuse, which should wrap ErrNotSupported.
+	Refuse error
 }
 
 // CQDriver is a provider's completion queue.
@@ -79,7 +84,8 @@ type CQDriver interface {
 	// Poll fills wc with up to len(wc) completions and returns how many.
 	Poll(wc []WC) (int, error)
 	// ResizeData and Resized bracket RESIZE_CQ. ResizeData returns the
-	// driver request and takes whatever excludes the provider's Poll: the
+	// driver request (or DriverData.Refuse) and takes whatever excludes the
+	// provider's Poll: the
 	// kernel copies pending completions into the new ring and rewrites
 	// the consumer index meanwhile. Resized is ALWAYS called after
 	// ResizeData, with the command's error (nil on success); the provider
@@ -108,7 +114,8 @@ type SRQDriver interface {
 	DriverData() DriverData
 	Created(srq *SRQ, out []byte) error
 	// ModifyData is the driver request for MODIFY_SRQ (rxe needs one to
-	// resize); scratch allocates command memory the kernel may write.
+	// resize; DriverData.Refuse refuses the modify without sending it);
+	// scratch allocates command memory the kernel may write.
 	// Modified is ALWAYS called after ModifyData, with the command's error
 	// (nil when the kernel accepted it): whatever ModifyData took is
 	// released there on every path.

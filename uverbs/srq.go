@@ -123,6 +123,10 @@ func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 	}
 	defer c.mu.Unlock()
 	dd := s.drv.ModifyData(&attr, mask, c.arena.Alloc)
+	if dd.Refuse != nil {
+		s.drv.Modified(s, &attr, mask, dd.Refuse) // releases what ModifyData took
+		return opErr(c.dev.Name, "modify srq", dd.Refuse)
+	}
 	m, in := alloc[abi.ModifySRQ](c)
 	m.SRQHandle, m.AttrMask, m.MaxWR, m.SRQLimit = s.handle, uint32(mask), attr.MaxWR, attr.Limit
 	err := c.execWrite(&sys.WriteCommand{Cmd: abi.IB_USER_VERBS_CMD_MODIFY_SRQ, CoreIn: in, UHWIn: arenaCopy(c.arena, dd.In)})

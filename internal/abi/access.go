@@ -17,7 +17,8 @@ func Size[T any]() int {
 // caller sized with Size[T]; a shorter b is a programming error and panics
 // with the sizes rather than letting a write run past b. T must be one of
 // this package's uapi structs: fixed size, no pointers, alignment at most 8
-// (the arena aligns every allocation to 8).
+// (the arena aligns every allocation to 8). b must be aligned for T: arena
+// memory is; a Go byte array is not (read into a T through Bytes instead).
 func As[T any](b []byte) *T {
 	n := Size[T]()
 	if len(b) < n {

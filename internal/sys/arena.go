@@ -15,10 +15,14 @@ type Arena struct {
 	off int
 }
 
-// Buf is a byte range of an Arena. Write and WriteRaw take a Buf rather than
-// a []byte, so the type system proves that what the kernel reads (and, for
-// commands with a response pointer inside, writes later) is arena memory and
-// never Go heap or stack. A Buf is only made by Arena.AllocBuf.
+// Buf is a byte range of an Arena. Write takes a Buf rather than
+// a []byte, so the type proves that the command body the kernel reads is
+// arena memory, never Go heap or stack. It proves nothing about the
+// addresses written inside that body: the response buffers a command points
+// at (WriteCommand.CoreOut/UHWOut, the IoctlCmd.PtrInArena and PtrOutArena
+// payloads) are plain []byte, and that they are arena memory is the
+// caller's contract, stated on each and not checked. A Buf is only made by
+// Arena.AllocBuf.
 type Buf struct{ b []byte }
 
 // Bytes is the memory of the Buf (to fill in a command).

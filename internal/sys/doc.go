@@ -5,7 +5,8 @@
 //     event descriptor (completion channel, async events) on the Go runtime
 //     poller, with context cancellation and deadlines.
 //   - Arena is mmap'd command memory the GC never sees; Buf is arena memory
-//     by type, the only thing Write and WriteRaw accept.
+//     by type, the only thing Write accepts (the response
+//     buffers a command points at are []byte: arena memory by contract).
 //   - IoctlCmd encodes RDMA_VERBS_IOCTL attributes (sticky errors, checked
 //     once by Exec); WriteCommand is the legacy write() layout and the
 //     INVOKE_WRITE ioctl that carries it.

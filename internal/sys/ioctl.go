@@ -110,6 +110,7 @@ func (c *IoctlCmd) PtrIn(id uint16, p []byte) int {
 
 // PtrInArena adds a PTR_IN attribute whose payload already lives in arena
 // memory (it is not copied). Payloads of 8 bytes or less still go inline.
+// p must be arena memory: the type does not check it (see Buf).
 func (c *IoctlCmd) PtrInArena(id uint16, p []byte) int {
 	if !c.checkLen(id, len(p)) {
 		return -1
@@ -147,7 +148,9 @@ func (c *IoctlCmd) PtrOut(id uint16, n int) []byte {
 	return b
 }
 
-// PtrOutArena adds a PTR_OUT attribute over an existing arena buffer.
+// PtrOutArena adds a PTR_OUT attribute over an existing arena buffer. b
+// must be arena memory (the kernel writes it during Exec): the type does
+// not check it (see Buf).
 func (c *IoctlCmd) PtrOutArena(id uint16, b []byte) int {
 	if !c.checkLen(id, len(b)) {
 		return -1

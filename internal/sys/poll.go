@@ -54,13 +54,18 @@ func NewPollFD(fd *FD, name string) (*PollFD, error) {
 	return p, nil
 }
 
-// Int returns the descriptor number (to pass it to the kernel in a command).
-// It stays valid until Close.
+// Int returns the descriptor number (to pass it to the kernel in a command),
+// or -1 once Close has begun: the number may then name another file.
 func (p *PollFD) Int() int {
 	if p == nil {
 		return -1
 	}
-	return p.raw
+	select {
+	case <-p.done:
+		return -1
+	default:
+		return p.raw
+	}
 }
 
 // Read reads one record into buf: a read(2) on an event file returns whole

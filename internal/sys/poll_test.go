@@ -123,3 +123,12 @@ func TestPollFDShortRecord(t *testing.T) {
 	_, err := p.Read(context.Background(), buf[:])
 	require.ErrorContains(t, err, "short event read")
 }
+
+// After Close the number may already name another file: Int says -1.
+func TestPollFDIntAfterClose(t *testing.T) {
+	p, _ := newPollPipe(t)
+	require.GreaterOrEqual(t, p.Int(), 0)
+	require.NoError(t, p.Close())
+	require.Equal(t, -1, p.Int())
+	require.Equal(t, -1, (*PollFD)(nil).Int())
+}

@@ -50,30 +50,6 @@ func Write(fd *FD, b Buf) error {
 	}
 }
 
-// WriteRaw is Write for commands the kernel finishes without sleeping, on
-// the datapath: the rxe POST_SEND doorbell. It enters the kernel with
-// RawSyscall, so the runtime does not treat the thread as blocked: the
-// scheduler's monitor would otherwise hand this thread's P to another thread
-// whenever the kernel spends more than 20 µs sending, and wake threads that
-// compete with the kernel's own RDMA work for the CPU.
-func WriteRaw(fd *FD, b Buf) error {
-	if len(b.b) == 0 {
-		return nil
-	}
-	fd.mu.RLock()
-	defer fd.mu.RUnlock()
-	if fd.raw < 0 {
-		return NewErrno(EBADF)
-	}
-	for {
-		n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd.raw), uintptr(unsafe.Pointer(&b.b[0])), uintptr(len(b.b)))
-		if e == unix.EINTR {
-			continue
-		}
-		return writeResult(n, e, len(b.b))
-	}
-}
-
 func writeResult(n uintptr, e syscall.Errno, want int) error {
 	if e != 0 {
 		return NewErrno(e)

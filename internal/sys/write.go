@@ -13,7 +13,9 @@ import (
 // can go either through write(2) or through the INVOKE_WRITE ioctl.
 //
 // For non-extended commands that have a response, CoreIn begins with the u64
-// `response` field; the transport fills it in. All slices must be arena memory.
+// `response` field; the transport fills it in. All slices must be arena
+// memory; nothing checks it (they are []byte, not Buf), and the kernel writes
+// CoreOut and UHWOut during the call.
 type WriteCommand struct {
 	Cmd      uint32 // command number, without IB_USER_VERBS_CMD_FLAG_EXTENDED
 	Extended bool   // an IB_USER_VERBS_EX_CMD_* command
