@@ -1,0 +1,206 @@
+package mlx5
+
+import (
+	"encoding/binary"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/internal/abi"
+	"github.com/ibgo/ibgo/internal/sys"
+	"github.com/ibgo/ibgo/uverbs"
+)
+
+// fkPair is two RC QPs of one fake device, created and connected through
+// the public uverbs API over the fake kernel.
+type fkPair struct {
+	k          *fakeKernel
+	ctx        *uverbs.Context
+	pd         *uverbs.PD
+	memA, memB []byte
+	mrA, mrB   *uverbs.MR
+	cqA, cqB   *uverbs.CQ // each QP's send and receive CQ
+	a, b       *uverbs.QP
+	da, db     *devQP
+}
+
+func newFKPair(t *testing.T, sendWR, recvWR uint32, ncqe int) *fkPair {
+	p := &fkPair{k: newFakeKernel(t)}
+	var err error
+	p.ctx, err = p.k.device().Open()
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.ctx.Close()) })
+	p.pd, err = p.ctx.AllocPD()
+	require.NoError(t, err)
+	for _, m := range []*[]byte{&p.memA, &p.memB} {
+		b, err := sys.MmapAnon(1<<16, 0)
+		require.NoError(t, err)
+		t.Cleanup(func() { sys.Munmap(b) })
+		*m = b
+	}
+	acc := uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead
+	p.mrA, err = p.pd.RegMR(p.memA, acc)
+	require.NoError(t, err)
+	p.mrB, err = p.pd.RegMR(p.memB, acc)
+	require.NoError(t, err)
+	p.cqA, err = p.ctx.CreateCQ(uverbs.CQInitAttr{CQE: ncqe})
+	require.NoError(t, err)
+	p.cqB, err = p.ctx.CreateCQ(uverbs.CQInitAttr{CQE: ncqe})
+	require.NoError(t, err)
+	mk := func(c *uverbs.CQ) *uverbs.QP {
+		q, err := p.pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: c, RecvCQ: c,
+			Cap: uverbs.QPCap{MaxSendWR: sendWR, MaxRecvWR: recvWR, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}})
+		require.NoError(t, err)
+		return q
+	}
+	p.a, p.b = mk(p.cqA), mk(p.cqB)
+	connect(t, p.a, p.b)
+	p.da = p.k.attach(t, p.a, p.cqA, p.cqA)
+	p.db = p.k.attach(t, p.b, p.cqB, p.cqB)
+	require.Equal(t, p.b.QPN(), p.da.peer, "MODIFY_QP's dest_qp_num reached the fake")
+	require.Equal(t, p.a.QPN(), p.db.peer)
+	p.k.mu.Lock()
+	seen := map[uint32]bool{}
+	for _, c := range p.k.cmds {
+		seen[c] = true
+	}
+	p.k.mu.Unlock()
+	for _, c := range []uint32{abi.IB_USER_VERBS_CMD_GET_CONTEXT, abi.IB_USER_VERBS_CMD_ALLOC_PD, abi.IB_USER_VERBS_CMD_REG_MR,
+		abi.IB_USER_VERBS_CMD_CREATE_CQ, abi.IB_USER_VERBS_CMD_CREATE_QP, abi.IB_USER_VERBS_CMD_MODIFY_QP} {
+		require.True(t, seen[c], "write command %d reached the fake kernel", c)
+	}
+	return p
+}
+
+func (p *fkPair) sgeA(off, n int) uverbs.SGE {
+	return uverbs.SGE{Addr: memAddr(p.memA[off:]), Length: uint32(n), LKey: p.mrA.LKey()}
+}
+func (p *fkPair) sgeB(off, n int) uverbs.SGE {
+	return uverbs.SGE{Addr: memAddr(p.memB[off:]), Length: uint32(n), LKey: p.mrB.LKey()}
+}
+
+// send posts wrs on a through uverbs, checks what the doorbell left (the
+// doorbell record, and the first 8 bytes of the first WQE at the register
+// half libmlx5 would use in the fake's UAR page), then lets the device
+// model run them.
+func (p *fkPair) send(t *testing.T, wrs ...uverbs.SendWR) {
+	t.Helper()
+	q := p.a.Driver().(*qp)
+	bf := q.sq.bf
+	reg := uintptr(bf.reg) + bf.offset
+	first := q.sq.curPost
+	n, err := p.a.PostSend(wrs)
+	require.NoError(t, err)
+	require.Equal(t, len(wrs), n)
+	require.Equal(t, q.sq.curPost&0xffff, binary.BigEndian.Uint32((*[4]byte)(unsafe.Pointer(&q.sq.dbrec[sndDBR]))[:]),
+		"SND doorbell record = WQEBBs posted")
+	ctrl := p.da.wqeBytes(first)
+	if len(wrs) > 1 {
+		// A list rings once, with the last WQE's control segment.
+		ctrl = nil
+	}
+	uar := p.k.uar[0]
+	off := int(reg - uintptr(unsafe.Pointer(&uar[0])))
+	require.True(t, off >= bfOffset && off < len(uar), "the doorbell went to the fake's UAR page 0 (offset %#x)", off)
+	if ctrl != nil {
+		require.Equal(t, ctrl[:8], uar[off:off+8], "UAR/BlueFlame write = the WQE's control segment")
+	}
+	require.Equal(t, reg^uintptr(bf.bufSize), uintptr(bf.reg)+bf.offset, "the BlueFlame half alternates")
+	require.NoError(t, p.k.dev.ring(p.da))
+}
+
+func pollN(t *testing.T, c *uverbs.CQ, want int) []uverbs.WC {
+	t.Helper()
+	wc := make([]uverbs.WC, want+1)
+	n, err := c.Poll(wc)
+	require.NoError(t, err)
+	require.Equal(t, want, n, "completions")
+	return wc[:n]
+}
+
+// RC send/receive and RDMA write through uverbs.Open → CreateCQ/QP →
+// Modify → PostSend/PostRecv → CQ.Poll over the fake kernel, through many
+// laps of a 4-entry SQ/RQ and an 8-entry CQ.
+func TestFakeKernelRCSendRecvWriteWrap(t *testing.T) {
+	p := newFKPair(t, 4, 4, 7)
+	require.NotEmpty(t, p.k.uar, "the UAR pages were mapped through the fake")
+	for i := 0; i < 120; i++ {
+		binary.BigEndian.PutUint64(p.memA, uint64(i))
+		_, err := p.b.PostRecv([]uverbs.RecvWR{{WRID: uint64(1000 + i), SGL: []uverbs.SGE{p.sgeB(0, 16), p.sgeB(100, 64)}}})
+		require.NoError(t, err)
+		flags := uverbs.SendSignaled
+		if i%3 == 0 {
+			flags |= uverbs.SendInline
+		}
+		p.send(t, uverbs.SendWR{WRID: uint64(i), Opcode: uverbs.WRSend, Flags: flags, SGL: []uverbs.SGE{p.sgeA(0, 8), p.sgeA(8, 32)}})
+		wc := pollN(t, p.cqA, 1)
+		require.Equal(t, uverbs.WC{WRID: uint64(i), Opcode: uverbs.WCSend, QPN: p.a.QPN(), Flags: wc[0].Flags}, wc[0])
+		wc = pollN(t, p.cqB, 1)
+		require.Equal(t, uint64(1000+i), wc[0].WRID)
+		require.Equal(t, uverbs.WCSuccess, wc[0].Status)
+		require.Equal(t, uverbs.WCRecv, wc[0].Opcode)
+		require.Equal(t, uint32(40), wc[0].ByteLen)
+		require.Equal(t, p.a.QPN(), wc[0].SrcQP)
+		require.Equal(t, uint64(i), binary.BigEndian.Uint64(p.memB))
+		require.Equal(t, p.memA[16:40], p.memB[100:124])
+
+		// RDMA write of 24 bytes at a moving offset of B.
+		binary.BigEndian.PutUint64(p.memA[200:], uint64(i)*3)
+		dst := 4096 + (i%10)*24
+		p.send(t, uverbs.SendWR{WRID: uint64(5000 + i), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+			RemoteAddr: memAddr(p.memB[dst:]), RKey: p.mrB.RKey(), SGL: []uverbs.SGE{p.sgeA(200, 24)}})
+		wc = pollN(t, p.cqA, 1)
+		require.Equal(t, uverbs.WCSuccess, wc[0].Status)
+		require.Equal(t, uverbs.WCRDMAWrite, wc[0].Opcode)
+		require.Equal(t, p.memA[200:224], p.memB[dst:dst+24])
+	}
+	q := p.a.Driver().(*qp)
+	c := p.cqA.Driver().(*cq)
+	require.Greater(t, q.sq.curPost, 4*q.lay.sqWQECnt, "the SQ wrapped several times")
+	require.Greater(t, c.ring.consIndex, 4*c.ring.ncqe, "the CQ wrapped several times")
+	require.Equal(t, c.ring.consIndex&0xffffff, binary.BigEndian.Uint32((*[4]byte)(unsafe.Pointer(&c.ring.dbrec[cqSetCI]))[:]),
+		"CQ doorbell record = consumer index")
+}
+
+// A bad lkey: the requester completes with a local protection error, the QP
+// goes to error, the next send and the posted receive are flushed.
+func TestFakeKernelBadLKey(t *testing.T) {
+	p := newFKPair(t, 8, 8, 16)
+	_, err := p.a.PostRecv([]uverbs.RecvWR{{WRID: 500, SGL: []uverbs.SGE{p.sgeA(0, 8)}}})
+	require.NoError(t, err)
+	bad := p.sgeA(0, 8)
+	bad.LKey = 0xbad
+	p.send(t,
+		uverbs.SendWR{WRID: 1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled, RemoteAddr: memAddr(p.memB), RKey: p.mrB.RKey(),
+			SGL: []uverbs.SGE{bad}},
+		uverbs.SendWR{WRID: 2, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{p.sgeA(0, 8)}})
+	wc := pollN(t, p.cqA, 3)
+	require.Equal(t, uverbs.WC{WRID: 1, Status: uverbs.WCLocProtErr, VendorErr: 0x42, QPN: p.a.QPN()}, wc[0])
+	// The model flushes the receive queue as the QP enters the error state,
+	// then the send queue's remaining WQE (one CQ for both queues here).
+	require.Equal(t, uverbs.WC{WRID: 500, Status: uverbs.WCWRFlushErr, VendorErr: 0x42, QPN: p.a.QPN()}, wc[1])
+	require.Equal(t, uverbs.WC{WRID: 2, Status: uverbs.WCWRFlushErr, VendorErr: 0x42, QPN: p.a.QPN()}, wc[2])
+	require.True(t, p.da.err, "the QP went to the error state")
+}
+
+// PostSend and Poll through uverbs allocate nothing.
+func TestFakeKernelPostPollAllocs(t *testing.T) {
+	p := newFKPair(t, 256, 8, 511)
+	wr := []uverbs.SendWR{{WRID: 1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled | uverbs.SendInline,
+		RemoteAddr: memAddr(p.memB), RKey: p.mrB.RKey(), SGL: []uverbs.SGE{p.sgeA(0, 8)}}}
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := p.a.PostSend(wr); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.Zero(t, allocs, "PostSend allocations")
+	require.NoError(t, p.k.dev.ring(p.da)) // 101 WQEs (AllocsPerRun warms up once) → 101 CQEs
+	wc := make([]uverbs.WC, 1)
+	allocs = testing.AllocsPerRun(100, func() {
+		if n, err := p.cqA.Poll(wc); err != nil || n != 1 {
+			t.Fatalf("poll: %d %v", n, err)
+		}
+	})
+	require.Zero(t, allocs, "Poll allocations")
+}
