@@ -221,4 +221,3 @@ func connect(t testing.TB, a, b *uverbs.QP) {
 				uverbs.QPAttrMaxQPRdAtomic))
 	}
 }
-
