@@ -17,6 +17,7 @@ type devModel struct {
 	mrs map[uint32][]byte // lkey/rkey -> memory (tests use lkey == rkey)
 	qps map[uint32]*devQP // qpn -> QP
 	cqs map[*cqRing]*devCQ
+	now uint64 // the modelled HCA clock: written into each CQE, then advanced
 }
 
 type devQP struct {
@@ -87,6 +88,10 @@ func (d *devModel) writeCQE(c *cqRing, fill func(p unsafe.Pointer)) {
 	}
 	p := c.cqe(dc.pi)
 	*(*[64]byte)(p) = [64]byte{}
+	// Success CQEs carry the completion time at 48; an error CQE's fill
+	// overwrites those bytes with its syndromes, as in mlx5_err_cqe.
+	d.now += 1000
+	*(*uint64)(unsafe.Add(p, offTimestamp)) = be64(d.now)
 	fill(p)
 	owner := uint8(0)
 	if dc.pi&c.ncqe != 0 {

@@ -25,7 +25,7 @@ type fkPair struct {
 	da, db     *devQP
 }
 
-func newFKPair(t *testing.T, sendWR, recvWR uint32, ncqe int) *fkPair {
+func newFKPair(t *testing.T, sendWR, recvWR uint32, ncqe int, stamps bool) *fkPair {
 	p := &fkPair{k: newFakeKernel(t)}
 	var err error
 	p.ctx, err = p.k.device().Open()
@@ -44,9 +44,9 @@ func newFKPair(t *testing.T, sendWR, recvWR uint32, ncqe int) *fkPair {
 	require.NoError(t, err)
 	p.mrB, err = p.pd.RegMR(p.memB, acc)
 	require.NoError(t, err)
-	p.cqA, err = p.ctx.CreateCQ(uverbs.CQInitAttr{CQE: ncqe})
+	p.cqA, err = p.ctx.CreateCQ(uverbs.CQInitAttr{CQE: ncqe, Timestamps: stamps})
 	require.NoError(t, err)
-	p.cqB, err = p.ctx.CreateCQ(uverbs.CQInitAttr{CQE: ncqe})
+	p.cqB, err = p.ctx.CreateCQ(uverbs.CQInitAttr{CQE: ncqe, Timestamps: stamps})
 	require.NoError(t, err)
 	mk := func(c *uverbs.CQ) *uverbs.QP {
 		q, err := p.pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: c, RecvCQ: c,
@@ -123,7 +123,7 @@ func pollN(t *testing.T, c *uverbs.CQ, want int) []uverbs.WC {
 // Modify → PostSend/PostRecv → CQ.Poll over the fake kernel, through many
 // laps of a 4-entry SQ/RQ and an 8-entry CQ.
 func TestFakeKernelRCSendRecvWriteWrap(t *testing.T) {
-	p := newFKPair(t, 4, 4, 7)
+	p := newFKPair(t, 4, 4, 7, false)
 	require.NotEmpty(t, p.k.uar, "the UAR pages were mapped through the fake")
 	for i := 0; i < 120; i++ {
 		binary.BigEndian.PutUint64(p.memA, uint64(i))
@@ -166,7 +166,7 @@ func TestFakeKernelRCSendRecvWriteWrap(t *testing.T) {
 // A bad lkey: the requester completes with a local protection error, the QP
 // goes to error, the next send and the posted receive are flushed.
 func TestFakeKernelBadLKey(t *testing.T) {
-	p := newFKPair(t, 8, 8, 16)
+	p := newFKPair(t, 8, 8, 16, false)
 	_, err := p.a.PostRecv([]uverbs.RecvWR{{WRID: 500, SGL: []uverbs.SGE{p.sgeA(0, 8)}}})
 	require.NoError(t, err)
 	bad := p.sgeA(0, 8)
@@ -186,7 +186,7 @@ func TestFakeKernelBadLKey(t *testing.T) {
 
 // PostSend and Poll through uverbs allocate nothing.
 func TestFakeKernelPostPollAllocs(t *testing.T) {
-	p := newFKPair(t, 256, 8, 511)
+	p := newFKPair(t, 256, 8, 511, true)
 	wr := []uverbs.SendWR{{WRID: 1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled | uverbs.SendInline,
 		RemoteAddr: memAddr(p.memB), RKey: p.mrB.RKey(), SGL: []uverbs.SGE{p.sgeA(0, 8)}}}
 	allocs := testing.AllocsPerRun(100, func() {
@@ -203,4 +203,37 @@ func TestFakeKernelPostPollAllocs(t *testing.T) {
 		}
 	})
 	require.Zero(t, allocs, "Poll allocations")
+}
+
+// Completion timestamps: a CQ created with CQInitAttr.Timestamps goes out
+// as EX_CREATE_CQ with IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION, each WC
+// carries the CQE's HCA time, and the clock-info page the kernel maps
+// converts it to nanoseconds. A CQ without the flag reports 0.
+func TestFakeKernelCompletionTimestamps(t *testing.T) {
+	p := newFKPair(t, 8, 8, 16, true)
+	require.Equal(t, []uint32{abi.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION, abi.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION}, p.k.cqFlags)
+	var prev uint64
+	for i := 0; i < 3; i++ {
+		p.send(t, uverbs.SendWR{WRID: uint64(i), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+			RemoteAddr: memAddr(p.memB), RKey: p.mrB.RKey(), SGL: []uverbs.SGE{p.sgeA(0, 8)}})
+		wc := pollN(t, p.cqA, 1)
+		require.Equal(t, p.k.dev.now, wc[0].Timestamp, "WC.Timestamp is the CQE's HCA time")
+		require.Greater(t, wc[0].Timestamp, prev)
+		prev = wc[0].Timestamp
+	}
+
+	// The clock-info page was mapped through the fake; fill it as the
+	// kernel would (1 tick = 1 ns: mult 1<<8, shift 8).
+	require.NotNil(t, p.k.clock, "clock-info page mapped")
+	ci := (*abi.Mlx5ClockInfo)(unsafe.Pointer(&p.k.clock[0]))
+	*ci = abi.Mlx5ClockInfo{NSec: 1_700_000_000_000_000_000, Cycles: prev - 500, Mult: 1 << 8, Shift: 8, Mask: 1<<48 - 1}
+	c, err := Clock(p.ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1_700_000_000_000_000_500), c.ToNS(prev))
+
+	plain, err := p.ctx.CreateCQ(uverbs.CQInitAttr{CQE: 4})
+	require.NoError(t, err)
+	require.Equal(t, uint32(0), p.k.cqFlags[2], "no flag without Timestamps")
+	require.False(t, plain.Driver().(*cq).ring.stamps)
+	require.NoError(t, plain.Close())
 }

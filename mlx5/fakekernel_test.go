@@ -40,6 +40,7 @@ type fakeKernel struct {
 	handles map[uint32]uint32 // QP handle -> QPN
 	bfreg   uint32            // next bfreg the kernel hands out
 	cmds    []uint32          // write commands seen, in order
+	cqFlags []uint32          // create-CQ flags seen, in order
 }
 
 const fakeUverbsPath = "/ibgo-fake/infiniband/uverbs0"
@@ -132,13 +133,15 @@ func (k *fakeKernel) Write(raw int, b []byte) (bool, error) {
 	cmd := h.Command
 	body := b[8:]
 	var out []byte
+	ext := false
 	if cmd&abi.IB_USER_VERBS_CMD_FLAG_EXTENDED != 0 {
 		eh := (*abi.ExCmdHdr)(unsafe.Pointer(&body[0]))
 		body = body[unsafe.Sizeof(*eh):]
 		cmd &^= abi.IB_USER_VERBS_CMD_FLAG_EXTENDED
-		if eh.Response != 0 {
-			out = unsafe.Slice((*byte)(ptr(eh.Response)), 64)
+		if n := (int(h.OutWords) + int(eh.ProviderOutWords)) * 8; eh.Response != 0 && n > 0 {
+			out = unsafe.Slice((*byte)(ptr(eh.Response)), n)
 		}
+		ext = true
 	} else if h.OutWords > 0 {
 		out = unsafe.Slice((*byte)(ptr(binary.LittleEndian.Uint64(body))), int(h.OutWords)*4)
 	}
@@ -155,7 +158,9 @@ func (k *fakeKernel) Write(raw int, b []byte) (bool, error) {
 		}
 		k.asyncW = w
 		put(out, abi.GetContextResp{AsyncFD: uint32(r.Int()), NumCompVectors: 1})
-		put(out[8:], *testCtxResp())
+		resp := *testCtxResp()
+		resp.ClockInfoVersions = 1 << clockInfoV1 // offer the clock-info page
+		put(out[8:], resp)
 	case abi.IB_USER_VERBS_CMD_ALLOC_PD:
 		put(out, abi.AllocPDResp{PDHandle: hnd})
 	case abi.IB_USER_VERBS_CMD_REG_MR:
@@ -168,6 +173,16 @@ func (k *fakeKernel) Write(raw int, b []byte) (bool, error) {
 		h := binary.LittleEndian.Uint32(body)
 		delete(k.dev.mrs, k.mrs[h])
 	case abi.IB_USER_VERBS_CMD_CREATE_CQ:
+		if ext { // EX_CREATE_CQ: the flags (completion timestamps)
+			in := (*abi.ExCreateCQ)(unsafe.Pointer(&body[0]))
+			k.cqFlags = append(k.cqFlags, in.Flags)
+			put(out, abi.ExCreateCQResp{Base: abi.CreateCQResp{CQHandle: hnd, CQE: in.CQE},
+				ResponseLength: uint32(unsafe.Sizeof(abi.ExCreateCQResp{}))})
+			put(out[unsafe.Sizeof(abi.ExCreateCQResp{}):], abi.Mlx5CreateCQResp{CQN: k.cqn})
+			k.cqn++
+			break
+		}
+		k.cqFlags = append(k.cqFlags, 0)
 		in := (*abi.CreateCQ)(unsafe.Pointer(&body[0]))
 		put(out, abi.CreateCQResp{CQHandle: hnd, CQE: in.CQE})
 		put(out[8:], abi.Mlx5CreateCQResp{CQN: k.cqn})
