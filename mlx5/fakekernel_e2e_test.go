@@ -22,10 +22,12 @@ type fkPair struct {
 	mrA, mrB   *uverbs.MR
 	cqA, cqB   *uverbs.CQ // each QP's send and receive CQ
 	a, b       *uverbs.QP
+	srq        *uverbs.SRQ // b's, when asked for
 	da, db     *devQP
 }
 
-func newFKPair(t *testing.T, sendWR, recvWR uint32, ncqe int, stamps bool) *fkPair {
+// With srqWR, b receives from an SRQ of that many WRs (p.srq).
+func newFKPair(t *testing.T, sendWR, recvWR uint32, ncqe int, stamps bool, srqWR ...uint32) *fkPair {
 	p := &fkPair{k: newFakeKernel(t)}
 	var err error
 	p.ctx, err = p.k.device().Open()
@@ -48,13 +50,21 @@ func newFKPair(t *testing.T, sendWR, recvWR uint32, ncqe int, stamps bool) *fkPa
 	require.NoError(t, err)
 	p.cqB, err = p.ctx.CreateCQ(uverbs.CQInitAttr{CQE: ncqe, Timestamps: stamps})
 	require.NoError(t, err)
-	mk := func(c *uverbs.CQ) *uverbs.QP {
-		q, err := p.pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: c, RecvCQ: c,
-			Cap: uverbs.QPCap{MaxSendWR: sendWR, MaxRecvWR: recvWR, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}})
+	if len(srqWR) > 0 {
+		p.srq, err = p.pd.CreateSRQ(uverbs.SRQInitAttr{MaxWR: srqWR[0], MaxSGE: 1})
+		require.NoError(t, err)
+	}
+	mk := func(c *uverbs.CQ, s *uverbs.SRQ) *uverbs.QP {
+		a := uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: c, RecvCQ: c, SRQ: s,
+			Cap: uverbs.QPCap{MaxSendWR: sendWR, MaxRecvWR: recvWR, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}}
+		if s != nil {
+			a.Cap.MaxRecvWR, a.Cap.MaxRecvSGE = 0, 0
+		}
+		q, err := p.pd.CreateQP(a)
 		require.NoError(t, err)
 		return q
 	}
-	p.a, p.b = mk(p.cqA), mk(p.cqB)
+	p.a, p.b = mk(p.cqA, nil), mk(p.cqB, p.srq)
 	connect(t, p.a, p.b)
 	p.da = p.k.attach(t, p.a, p.cqA, p.cqA)
 	p.db = p.k.attach(t, p.b, p.cqB, p.cqB)
@@ -236,4 +246,31 @@ func TestFakeKernelCompletionTimestamps(t *testing.T) {
 	require.Equal(t, uint32(0), p.k.cqFlags[2], "no flag without Timestamps")
 	require.False(t, plain.Driver().(*cq).ring.stamps)
 	require.NoError(t, plain.Close())
+}
+
+// An SRQ through uverbs: created over the fake kernel, shared by b, its
+// free list cycled through several rounds, full at max_wr.
+func TestFakeKernelSRQ(t *testing.T) {
+	p := newFKPair(t, 16, 0, 31, false, 7)
+	require.NotNil(t, p.db.srq)
+	for round := 0; round < 5; round++ {
+		for i := 0; i < 7; i++ {
+			n, err := p.srq.PostRecv([]uverbs.RecvWR{{WRID: uint64(100*round + i), SGL: []uverbs.SGE{p.sgeB(64*i, 64)}}})
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+		}
+		_, err := p.srq.PostRecv([]uverbs.RecvWR{{WRID: 999}})
+		require.ErrorIs(t, err, ErrQueueFull, "an SRQ of max_wr 7 holds 7")
+		for i := 0; i < 7; i++ {
+			copy(p.memA, []byte{byte(round), byte(i), 2, 3, 4, 5, 6, 7, 8, 9})
+			p.send(t, uverbs.SendWR{WRID: uint64(i), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{p.sgeA(0, 10)}})
+			require.Equal(t, uverbs.WCSuccess, pollN(t, p.cqA, 1)[0].Status)
+		}
+		wc := pollN(t, p.cqB, 7)
+		for i := range wc {
+			require.Equal(t, uint64(100*round+i), wc[i].WRID)
+			require.Equal(t, uint32(10), wc[i].ByteLen)
+			require.Equal(t, []byte{byte(round), byte(i)}, p.memB[64*i:64*i+2])
+		}
+	}
 }

@@ -200,7 +200,13 @@ func (k *fakeKernel) Write(raw int, b []byte) (bool, error) {
 		if in.AttrMask&uint32(uverbs.QPAttrDestQPN) != 0 {
 			k.qpDest[k.handles[in.QPHandle]] = in.DestQPNum
 		}
-	case abi.IB_USER_VERBS_CMD_DEALLOC_PD, abi.IB_USER_VERBS_CMD_DESTROY_CQ, abi.IB_USER_VERBS_CMD_DESTROY_QP:
+	case abi.IB_USER_VERBS_CMD_CREATE_SRQ:
+		in := (*abi.CreateSRQ)(unsafe.Pointer(&body[0]))
+		put(out, abi.CreateSRQResp{SRQHandle: hnd, MaxWR: in.MaxWR, MaxSGE: in.MaxSGE, SRQN: k.cqn})
+		put(out[unsafe.Sizeof(abi.CreateSRQResp{}):], abi.Mlx5CreateSRQResp{SRQN: k.cqn})
+		k.cqn++
+	case abi.IB_USER_VERBS_CMD_DEALLOC_PD, abi.IB_USER_VERBS_CMD_DESTROY_CQ, abi.IB_USER_VERBS_CMD_DESTROY_QP,
+		abi.IB_USER_VERBS_CMD_DESTROY_SRQ:
 		// out (events reported) stays zero
 	default:
 		return true, sys.NewErrno(sys.EOPNOTSUPP)
@@ -214,6 +220,9 @@ func (k *fakeKernel) attach(t testing.TB, p *uverbs.QP, send, recv *uverbs.CQ) *
 	r := &rig{t: t, rsc: &q.ctx.rsc, qpBuf: q.mem, qpDB: q.sq.dbrec, sq: &q.sq, rq: &q.rq,
 		scq: &send.Driver().(*cq).ring, rcq: &recv.Driver().(*cq).ring, lay: q.lay}
 	d := k.dev.addQP(r, q.uidx)
+	if q.srq != nil {
+		d.srq = &q.srq.q
+	}
 	k.mu.Lock()
 	d.peer = k.qpDest[p.QPN()]
 	k.mu.Unlock()
