@@ -115,6 +115,10 @@ func (p *fkPair) send(t *testing.T, wrs ...uverbs.SendWR) {
 	require.True(t, off >= bfOffset && off < len(uar), "the doorbell went to the fake's UAR page 0 (offset %#x)", off)
 	if ctrl != nil {
 		require.Equal(t, ctrl[:8], uar[off:off+8], "UAR/BlueFlame write = the WQE's control segment")
+		if uintptr(len(ctrl)) <= bf.bufSize && bf.uuarn != 0 {
+			// post_send_db's BlueFlame copy: the whole WQE (64-byte chunks).
+			require.Equal(t, ctrl, uar[off:off+len(ctrl)], "BlueFlame copy = the WQE")
+		}
 	}
 	require.Equal(t, reg^uintptr(bf.bufSize), uintptr(bf.reg)+bf.offset, "the BlueFlame half alternates")
 	require.NoError(t, p.k.dev.ring(p.da))
@@ -273,4 +277,43 @@ func TestFakeKernelSRQ(t *testing.T) {
 			require.Equal(t, []byte{byte(round), byte(i)}, p.memB[64*i:64*i+2])
 		}
 	}
+}
+
+// RDMA write with immediate, RDMA read and both atomics through uverbs over
+// the fake kernel.
+func TestFakeKernelReadAtomics(t *testing.T) {
+	p := newFKPair(t, 8, 8, 16, false)
+	copy(p.memA, "remote write payload")
+	_, err := p.b.PostRecv([]uverbs.RecvWR{{WRID: 77}})
+	require.NoError(t, err)
+	p.send(t, uverbs.SendWR{WRID: 1, Opcode: uverbs.WRRDMAWriteWithImm, Flags: uverbs.SendSignaled, Imm: 0xdeadbeef,
+		RemoteAddr: memAddr(p.memB[512:]), RKey: p.mrB.RKey(), SGL: []uverbs.SGE{p.sgeA(0, 20)}})
+	require.Equal(t, "remote write payload", string(p.memB[512:532]))
+	wc := pollN(t, p.cqB, 1)
+	require.Equal(t, uverbs.WCRecvRDMAWithImm, wc[0].Opcode)
+	require.Equal(t, uint32(0xdeadbeef), wc[0].Imm)
+	require.Equal(t, uverbs.WCRDMAWrite, pollN(t, p.cqA, 1)[0].Opcode)
+
+	copy(p.memB[1024:], "read me back")
+	p.send(t, uverbs.SendWR{WRID: 2, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
+		RemoteAddr: memAddr(p.memB[1024:]), RKey: p.mrB.RKey(), SGL: []uverbs.SGE{p.sgeA(2048, 12)}})
+	require.Equal(t, uverbs.WC{WRID: 2, Opcode: uverbs.WCRDMARead, ByteLen: 12, QPN: p.a.QPN()}, pollN(t, p.cqA, 1)[0])
+	require.Equal(t, "read me back", string(p.memA[2048:2060]))
+
+	target := p.memB[4096:4104]
+	binary.BigEndian.PutUint64(target, 100)
+	p.send(t, uverbs.SendWR{WRID: 3, Opcode: uverbs.WRAtomicFetchAndAdd, Flags: uverbs.SendSignaled, CompareAdd: 5,
+		RemoteAddr: memAddr(target), RKey: p.mrB.RKey(), SGL: []uverbs.SGE{p.sgeA(4096, 8)}})
+	require.Equal(t, uverbs.WCFetchAdd, pollN(t, p.cqA, 1)[0].Opcode)
+	require.Equal(t, uint64(105), binary.BigEndian.Uint64(target))
+	require.Equal(t, uint64(100), binary.BigEndian.Uint64(p.memA[4096:]))
+	p.send(t, uverbs.SendWR{WRID: 4, Opcode: uverbs.WRAtomicCmpAndSwp, Flags: uverbs.SendSignaled, CompareAdd: 105, Swap: 7,
+		RemoteAddr: memAddr(target), RKey: p.mrB.RKey(), SGL: []uverbs.SGE{p.sgeA(4096, 8)}})
+	require.Equal(t, uverbs.WCCompSwap, pollN(t, p.cqA, 1)[0].Opcode)
+	require.Equal(t, uint64(7), binary.BigEndian.Uint64(target))
+
+	// A bad rkey: remote access error.
+	p.send(t, uverbs.SendWR{WRID: 5, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
+		RemoteAddr: memAddr(p.memB), RKey: 0xbad, SGL: []uverbs.SGE{p.sgeA(0, 8)}})
+	require.Equal(t, uverbs.WCRemAccessErr, pollN(t, p.cqA, 1)[0].Status)
 }
