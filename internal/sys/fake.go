@@ -19,7 +19,14 @@ import (
 // A claimed path is opened for real on /dev/null, so the FD holds a real
 // descriptor that Close, Dup and the poller handle as usual; the fake keys
 // its state by that number and hears Closed before the number is reused.
-// Descriptors it did not claim go to the kernel.
+// Descriptors it did not claim go to the kernel. Only Open, Close, Ioctl,
+// Write and Mmap consult it: Read, Dup, the poller and the netlink calls
+// see the /dev/null descriptor (uverbs needs none of them on a claimed
+// file; the async event file a fake hands out should be a real pipe).
+//
+// Importing testing here costs production binaries about 20 KB (the linker
+// keeps testing.Testing and little else; its flags are registered only by
+// testing.Init, which a non-test binary never calls).
 type FakeKernel interface {
 	// Claims reports whether Open(path) is the fake's.
 	Claims(path string) bool
