@@ -317,3 +317,22 @@ func TestFakeKernelReadAtomics(t *testing.T) {
 		RemoteAddr: memAddr(p.memB), RKey: 0xbad, SGL: []uverbs.SGE{p.sgeA(0, 8)}})
 	require.Equal(t, uverbs.WCRemAccessErr, pollN(t, p.cqA, 1)[0].Status)
 }
+
+// CQ overrun: a 4-entry CQ (CQE: 3) that nobody polls keeps its 4 CQEs,
+// the model drops the rest as the HCA would (it raises a CQ error), and
+// polling returns exactly the 4 in order.
+func TestFakeKernelCQOverrun(t *testing.T) {
+	p := newFKPair(t, 16, 16, 3, false)
+	c := p.cqA.Driver().(*cq)
+	require.Equal(t, uint32(4), c.ring.ncqe)
+	for i := 0; i < 6; i++ {
+		p.send(t, uverbs.SendWR{WRID: uint64(i), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+			RemoteAddr: memAddr(p.memB), RKey: p.mrB.RKey(), SGL: []uverbs.SGE{p.sgeA(0, 8)}})
+	}
+	require.True(t, p.k.dev.cqs[&c.ring].overrun)
+	wc := pollN(t, p.cqA, 4)
+	for i := range wc {
+		require.Equal(t, uint64(i), wc[i].WRID)
+	}
+	pollN(t, p.cqA, 0)
+}
