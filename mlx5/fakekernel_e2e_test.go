@@ -336,3 +336,58 @@ func TestFakeKernelCQOverrun(t *testing.T) {
 	}
 	pollN(t, p.cqA, 0)
 }
+
+// UD over an InfiniBand port of the fake: QUERY_PORT and CREATE_AH answered
+// by the fake, the AV built by the provider, datagrams delivered by the
+// model to the QPN the WR names.
+func TestFakeKernelUD(t *testing.T) {
+	k := newFakeKernel(t)
+	k.dev.ib = true // the fake's port is InfiniBand (QUERY_PORT link_layer 1)
+	ctx, err := k.device().Open()
+	require.NoError(t, err)
+	defer ctx.Close()
+	pd, err := ctx.AllocPD()
+	require.NoError(t, err)
+	mem, err := sys.MmapAnon(1<<16, 0)
+	require.NoError(t, err)
+	defer sys.Munmap(mem)
+	mr, err := pd.RegMR(mem, uverbs.AccessLocalWrite)
+	require.NoError(t, err)
+	var cqs [2]*uverbs.CQ
+	var qps [2]*uverbs.QP
+	for i := range qps {
+		cqs[i], err = ctx.CreateCQ(uverbs.CQInitAttr{CQE: 7})
+		require.NoError(t, err)
+		qps[i], err = pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeUD, SendCQ: cqs[i], RecvCQ: cqs[i],
+			Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}})
+		require.NoError(t, err)
+		q := qps[i]
+		require.NoError(t, q.Modify(&uverbs.QPAttr{State: uverbs.QPStateInit, Port: 1, QKey: 0x11111111},
+			uverbs.QPAttrState|uverbs.QPAttrPkeyIndex|uverbs.QPAttrPort|uverbs.QPAttrQKey))
+		require.NoError(t, q.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTR}, uverbs.QPAttrState))
+		require.NoError(t, q.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTS}, uverbs.QPAttrState|uverbs.QPAttrSQPSN))
+	}
+	a, b := k.attach(t, qps[0], cqs[0], cqs[0]), k.attach(t, qps[1], cqs[1], cqs[1])
+	ah, err := pd.CreateAH(uverbs.AHAttr{DLID: 1, Port: 1})
+	require.NoError(t, err)
+	gah, err := pd.CreateAH(uverbs.AHAttr{DLID: 1, Port: 1, IsGlobal: true, GRH: uverbs.GlobalRoute{HopLimit: 64}})
+	require.NoError(t, err)
+	for i := 0; i < 12; i++ {
+		h, flags := ah, uverbs.WCFlags(0)
+		if i%2 == 1 { // a global AV: the datagram carries a GRH
+			h, flags = gah, uverbs.WCWithGRH
+		}
+		copy(mem, []byte{byte(i), 1, 2, 3})
+		_, err := qps[1].PostRecv([]uverbs.RecvWR{{WRID: uint64(100 + i), SGL: []uverbs.SGE{{Addr: memAddr(mem[4096:]), Length: 256, LKey: mr.LKey()}}}})
+		require.NoError(t, err)
+		_, err = qps[0].PostSend([]uverbs.SendWR{{WRID: uint64(i), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
+			AH: h, RemoteQPN: qps[1].QPN(), RemoteQKey: 0x11111111, SGL: []uverbs.SGE{{Addr: memAddr(mem), Length: 50, LKey: mr.LKey()}}}})
+		require.NoError(t, err)
+		require.NoError(t, k.dev.ring(a))
+		wc := pollN(t, cqs[0], 1)
+		require.Equal(t, uverbs.WC{WRID: uint64(i), Opcode: uverbs.WCSend, QPN: a.qpn}, wc[0])
+		wc = pollN(t, cqs[1], 1)
+		require.Equal(t, uverbs.WC{WRID: uint64(100 + i), Opcode: uverbs.WCRecv, ByteLen: 50, QPN: b.qpn, SrcQP: a.qpn, Flags: flags}, wc[0])
+		require.Equal(t, byte(i), mem[4096], "the datagram landed in the receive buffer")
+	}
+}

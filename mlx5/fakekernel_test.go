@@ -200,13 +200,19 @@ func (k *fakeKernel) Write(raw int, b []byte) (bool, error) {
 		if in.AttrMask&uint32(uverbs.QPAttrDestQPN) != 0 {
 			k.qpDest[k.handles[in.QPHandle]] = in.DestQPNum
 		}
+	case abi.IB_USER_VERBS_CMD_QUERY_PORT:
+		// One active InfiniBand port, LID 1: AHs need no GID table.
+		put(out, abi.QueryPortResp{State: 4, MaxMTU: 5, ActiveMTU: 5, GIDTblLen: 1, PkeyTblLen: 1, LID: 1,
+			PhysState: 5, LinkLayer: 1, MaxMsgSz: 1 << 30})
+	case abi.IB_USER_VERBS_CMD_CREATE_AH:
+		put(out, abi.CreateAHResp{AHHandle: hnd}) // mlx5_ib_create_ah_resp stays zero on IB
 	case abi.IB_USER_VERBS_CMD_CREATE_SRQ:
 		in := (*abi.CreateSRQ)(unsafe.Pointer(&body[0]))
 		put(out, abi.CreateSRQResp{SRQHandle: hnd, MaxWR: in.MaxWR, MaxSGE: in.MaxSGE, SRQN: k.cqn})
 		put(out[unsafe.Sizeof(abi.CreateSRQResp{}):], abi.Mlx5CreateSRQResp{SRQN: k.cqn})
 		k.cqn++
 	case abi.IB_USER_VERBS_CMD_DEALLOC_PD, abi.IB_USER_VERBS_CMD_DESTROY_CQ, abi.IB_USER_VERBS_CMD_DESTROY_QP,
-		abi.IB_USER_VERBS_CMD_DESTROY_SRQ:
+		abi.IB_USER_VERBS_CMD_DESTROY_SRQ, abi.IB_USER_VERBS_CMD_DESTROY_AH:
 		// out (events reported) stays zero
 	default:
 		return true, sys.NewErrno(sys.EOPNOTSUPP)
