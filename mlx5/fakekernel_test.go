@@ -115,14 +115,20 @@ func (k *fakeKernel) Mmap(raw int, off int64, n, _, _ int) ([]byte, bool, error)
 // the "user" memory is ours.
 func ptr(addr uint64) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&addr)) }
 
+// put writes a response as copy_to_user would; a buffer too short for it
+// makes the command fail with EFAULT, as in the kernel.
 func put[T any](out []byte, v T) {
 	if len(out) < int(unsafe.Sizeof(v)) {
-		panic("fake kernel: response buffer too short")
+		efault = true
+		return
 	}
 	*(*T)(unsafe.Pointer(&out[0])) = v
 }
 
-func (k *fakeKernel) Write(raw int, b []byte) (bool, error) {
+// efault records a short response buffer during one Write (under k.mu).
+var efault bool
+
+func (k *fakeKernel) Write(raw int, b []byte) (handled bool, err error) {
 	if !k.mine(raw) {
 		return false, nil
 	}
@@ -148,6 +154,12 @@ func (k *fakeKernel) Write(raw int, b []byte) (bool, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.cmds = append(k.cmds, cmd)
+	efault = false
+	defer func() {
+		if efault && err == nil {
+			err = sys.NewErrno(sys.EFAULT)
+		}
+	}()
 	hnd := k.next
 	k.next++
 	switch cmd {
