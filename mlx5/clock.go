@@ -108,6 +108,8 @@ func Clock(uc *uverbs.Context) (ClockInfo, error) {
 // PollTimestamps polls an mlx5 CQ like CQ.Poll and also stores each
 // completion's raw HCA timestamp (the CQE's free-running core-clock value)
 // in ts[i]; ts must be at least as long as wc. Convert with Clock and ToNS.
+// A CQ created with uverbs.CQInitAttr.Timestamps has the same value in
+// WC.Timestamp from plain Poll; this is for CQs created without it.
 // It allocates nothing; safe to call concurrently with Poll on the same CQ.
 func PollTimestamps(q *uverbs.CQ, wc []uverbs.WC, ts []uint64) (int, error) {
 	d, ok := q.Driver().(*cq)

@@ -126,6 +126,7 @@ type cqRing struct {
 	uar       unsafe.Pointer // the UAR page whose +0x20 is the CQ doorbell
 	rsc       *rscTable
 	ts        []uint64 // when set, poll stores each CQE's timestamp here
+	stamps    bool     // the CQ was created with completion timestamps: fill WC.Timestamp
 
 	// Tails advanced during one poll, published once per queue and poll
 	// (an atomic store is a locked instruction on amd64).
@@ -206,6 +207,9 @@ func (c *cqRing) poll(wc []uverbs.WC) (int, error) {
 		mmio.FromDevice()
 		if err = c.parse(cqe, opOwn, &wc[n]); err != nil {
 			break
+		}
+		if c.stamps {
+			wc[n].Timestamp = be64(*(*uint64)(unsafe.Add(cqe, offTimestamp)))
 		}
 		if c.ts != nil {
 			c.ts[n] = be64(*(*uint64)(unsafe.Add(cqe, offTimestamp)))

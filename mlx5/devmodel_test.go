@@ -17,6 +17,9 @@ type devModel struct {
 	mrs map[uint32][]byte // lkey/rkey -> memory (tests use lkey == rkey)
 	qps map[uint32]*devQP // qpn -> QP
 	cqs map[*cqRing]*devCQ
+	now uint64 // the modelled HCA clock: written into each CQE, then advanced
+	ib  bool   // an InfiniBand port: a UD datagram has a GRH only if its AV asks
+	grh bool   // the datagram being executed carries a GRH
 }
 
 type devQP struct {
@@ -87,6 +90,10 @@ func (d *devModel) writeCQE(c *cqRing, fill func(p unsafe.Pointer)) {
 	}
 	p := c.cqe(dc.pi)
 	*(*[64]byte)(p) = [64]byte{}
+	// Success CQEs carry the completion time at 48; an error CQE's fill
+	// overwrites those bytes with its syndromes, as in mlx5_err_cqe.
+	d.now += 1000
+	*(*uint64)(unsafe.Add(p, offTimestamp)) = be64(d.now)
 	fill(p)
 	owner := uint8(0)
 	if dc.pi&c.ncqe != 0 {
@@ -241,6 +248,8 @@ func (d *devModel) exec(q *devQP, w []byte, op uint8) (uint8, uint32) {
 	if q.r.sq.qpType == uverbs.QPTypeUD {
 		dqp := be32At(segs, 8) &^ extendedUDAV
 		target = d.qps[dqp]
+		// RoCE always carries a GRH; on IB the AV's grh bit decides.
+		d.grh = !d.ib || be32At(segs, 28)>>30&1 == 1
 		segs = segs[datagramSegSize:]
 	} else {
 		target = d.qps[q.peer]
@@ -333,8 +342,8 @@ func (d *devModel) respCQE(src, t *devQP, withImm bool, op uint8, imm, n, rctr u
 		put32(p, offByteCnt, n)
 		put32(p, offImmInval, imm)
 		fr := src.qpn
-		if t.r.sq.qpType == uverbs.QPTypeUD {
-			fr |= 1 << 28 // GRH present: RoCE UD always carries one
+		if t.r.sq.qpType == uverbs.QPTypeUD && d.grh {
+			fr |= 1 << 28 // GRH present
 		}
 		put32(p, offFlagsRQPN, fr)
 		put32(p, offSopDropQP, t.qpn)

@@ -243,6 +243,10 @@ func (c *Context) NewCQ(attr *uverbs.CQInitAttr) (uverbs.CQDriver, error) {
 	q.ring = cqRing{buf: unsafe.Pointer(&buf[0]), ncqe: ncqe, dbrec: (*[2]uint32)(db), rsc: &c.rsc}
 	*q.ring.dbrec = [2]uint32{}
 	q.ring.initCQEs()
+	// The HCA writes the completion time into every CQE64; the CQ flag
+	// (sent by uverbs) is what the kernel checks. libmlx5 reads it only
+	// for IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, as here.
+	q.ring.stamps = attr.Timestamps
 	q.req = abi.Mlx5CreateCQ{BufAddr: sys.Addr(buf), DBAddr: uint64(uintptr(db)), CQESize: cqeSize64}
 	if c.cqBF != nil {
 		// A page id beyond 16 bits needs MLX5_IB_ATTR_CREATE_CQ_UAR_INDEX,

@@ -106,6 +106,11 @@ type CQInitAttr struct {
 	CQE        int          // minimum number of entries
 	Channel    *CompChannel // completion events go here (nil: none)
 	CompVector int          // interrupt vector, < Context.NumCompVectors
+	// Timestamps asks for the HCA's completion time in WC.Timestamp
+	// (rdma-core ibv_create_cq_ex with IBV_WC_EX_WITH_COMPLETION_TIMESTAMP:
+	// IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION). A device without it refuses
+	// the CQ (rxe: EOPNOTSUPP).
+	Timestamps bool
 }
 
 // CQ is a completion queue.
@@ -169,6 +174,16 @@ func (c *Context) CreateCQ(attr CQInitAttr) (*CQ, error) {
 	if attr.Channel != nil {
 		channelFD = int32(attr.Channel.FD())
 	}
+	var flags uint32
+	if attr.Timestamps {
+		flags |= abi.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION
+	}
+	writeCmd, writeOutLen := uint32(abi.IB_USER_VERBS_CMD_CREATE_CQ), abi.Size[abi.CreateCQResp]()
+	if flags != 0 {
+		// Only the extended command carries flags (rdma-core
+		// libibverbs/cmd_cq.c: ibv_cmd_create_cq_ex).
+		writeCmd, writeOutLen = abi.IB_USER_VERBS_EX_CMD_CREATE_CQ, abi.Size[abi.ExCreateCQResp]()
+	}
 	err = c.create(&cq.object, cq, &createCmd{kind: kindCQ, op: op, drv: drv.DriverData(),
 		method: abi.UVERBS_METHOD_CQ_CREATE, handleAttr: abi.UVERBS_ATTR_CREATE_CQ_HANDLE,
 		ioctl: func(cmd *sys.IoctlCmd, id uint64) func() {
@@ -180,10 +195,18 @@ func (c *Context) CreateCQ(attr CQInitAttr) (*CQ, error) {
 			}
 			cmd.U32(abi.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, uint32(attr.CompVector))
 			cmd.FD(abi.UVERBS_ATTR_CREATE_CQ_EVENT_FD, c.asyncFD.Int())
+			if flags != 0 {
+				cmd.U64(abi.UVERBS_ATTR_CREATE_CQ_FLAGS, uint64(flags)) // a FLAGS_IN attribute: 8 bytes preferred
+			}
 			return func() { cq.cqe.Store(int32(le32(respCQE))) }
 		},
-		writeCmd: abi.IB_USER_VERBS_CMD_CREATE_CQ, writeOutLen: abi.Size[abi.CreateCQResp](),
+		writeCmd: writeCmd, writeEx: flags != 0, writeOutLen: writeOutLen,
 		writeIn: func(id uint64) []byte {
+			if flags != 0 {
+				r, b := alloc[abi.ExCreateCQ](c)
+				r.UserHandle, r.CQE, r.CompVector, r.CompChannel, r.Flags = id, uint32(attr.CQE), uint32(attr.CompVector), channelFD, flags
+				return b
+			}
 			r, b := alloc[abi.CreateCQ](c)
 			r.UserHandle, r.CQE, r.CompVector, r.CompChannel = id, uint32(attr.CQE), uint32(attr.CompVector), channelFD
 			return b

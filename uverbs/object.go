@@ -141,6 +141,7 @@ type createCmd struct {
 	// writeParse reads the core response (of writeOutLen bytes) and
 	// returns the handle.
 	writeCmd    uint32
+	writeEx     bool // writeCmd is an IB_USER_VERBS_EX_CMD_* (no response field in writeIn)
 	writeIn     func(id uint64) []byte
 	writeOutLen int
 	writeParse  func(out []byte) (handle uint32)
@@ -230,7 +231,7 @@ func (c *Context) runCreate(o *object, cmd *createCmd, id uint64) ([]byte, error
 	if out == nil {
 		return nil, sys.ErrArenaFull
 	}
-	w := &sys.WriteCommand{Cmd: cmd.writeCmd, CoreIn: in, UHWIn: arenaCopy(c.arena, dd.In),
+	w := &sys.WriteCommand{Cmd: cmd.writeCmd, Extended: cmd.writeEx, CoreIn: in, UHWIn: arenaCopy(c.arena, dd.In),
 		CoreOut: out[:cmd.writeOutLen], UHWOut: out[cmd.writeOutLen:]}
 	if err := c.execWrite(w); err != nil {
 		return nil, err

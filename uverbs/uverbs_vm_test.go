@@ -187,3 +187,23 @@ func TestWritePathMatchesIoctlPath(t *testing.T) {
 	portIoctl.PortCapFlags2, portIoctl.ActiveSpeedEx = 0, 0
 	require.Equal(t, portIoctl, portWrite)
 }
+
+// The completion-timestamp flag reaches the kernel in both encodings
+// (CQ_CREATE's FLAGS attribute, EX_CREATE_CQ's flags) and rxe, which has
+// no HCA clock, refuses it with EOPNOTSUPP from its create_cq (a bad
+// encoding would be EINVAL from the core instead).
+func TestCQTimestampsRefusedByRXE(t *testing.T) {
+	b := newBed(t)
+	_, err := b.ctx.CreateCQ(uverbs.CQInitAttr{CQE: 8, Timestamps: true})
+	requireErrno(t, err, unix.EOPNOTSUPP, "ioctl CQ_CREATE with IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION")
+
+	wc, err := uverbs.Open(b.vm.Dev)
+	require.NoError(t, err)
+	defer wc.Close()
+	uverbs.ForceWritePath(wc, [2]uint16{abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_CREATE})
+	_, err = wc.CreateCQ(uverbs.CQInitAttr{CQE: 8, Timestamps: true})
+	requireErrno(t, err, unix.EOPNOTSUPP, "EX_CREATE_CQ with IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION")
+	cq, err := wc.CreateCQ(uverbs.CQInitAttr{CQE: 8})
+	require.NoError(t, err, "the plain CREATE_CQ still works")
+	require.NoError(t, cq.Close())
+}

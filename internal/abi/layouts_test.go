@@ -53,6 +53,8 @@ var layouts = []layout{
 	{"ib_uverbs_create_comp_channel_resp", "rdma/ib_user_verbs.h", CreateCompChannelResp{}},
 	{"ib_uverbs_create_cq", "rdma/ib_user_verbs.h", CreateCQ{}},
 	{"ib_uverbs_create_cq_resp", "rdma/ib_user_verbs.h", CreateCQResp{}},
+	{"ib_uverbs_ex_create_cq", "rdma/ib_user_verbs.h", ExCreateCQ{}},
+	{"ib_uverbs_ex_create_cq_resp", "rdma/ib_user_verbs.h", ExCreateCQResp{}},
 	{"ib_uverbs_resize_cq", "rdma/ib_user_verbs.h", ResizeCQ{}},
 	{"ib_uverbs_resize_cq_resp", "rdma/ib_user_verbs.h", ResizeCQResp{}},
 	{"ib_uverbs_req_notify_cq", "rdma/ib_user_verbs.h", ReqNotifyCQ{}},

@@ -80,6 +80,33 @@ type CreateCQResp struct {
 	CQE      uint32 `c:"cqe"`
 }
 
+// ExCreateCQ mirrors C: struct ib_uverbs_ex_create_cq (rdma/ib_user_verbs.h).
+type ExCreateCQ struct {
+	_           structs.HostLayout
+	UserHandle  uint64 `c:"user_handle"`
+	CQE         uint32 `c:"cqe"`
+	CompVector  uint32 `c:"comp_vector"`
+	CompChannel int32  `c:"comp_channel"`
+	CompMask    uint32 `c:"comp_mask"`
+	Flags       uint32 `c:"flags"`
+	Reserved    uint32 `c:"reserved"`
+}
+
+// ExCreateCQResp mirrors C: struct ib_uverbs_ex_create_cq_resp (rdma/ib_user_verbs.h).
+type ExCreateCQResp struct {
+	_              structs.HostLayout
+	Base           CreateCQResp `c:"base"`
+	CompMask       uint32       `c:"comp_mask"`
+	ResponseLength uint32       `c:"response_length"`
+}
+
+// enum ib_uverbs_ex_create_cq_flags (rdma/ib_user_verbs.h): the flags of
+// EX_CREATE_CQ and of the CQ_CREATE ioctl's UVERBS_ATTR_CREATE_CQ_FLAGS.
+const (
+	IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION = 1 << 0
+	IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN       = 1 << 1
+)
+
 // ResizeCQ mirrors C: struct ib_uverbs_resize_cq (rdma/ib_user_verbs.h).
 type ResizeCQ struct {
 	_        structs.HostLayout

@@ -23,6 +23,9 @@ func NewFD(raw int) *FD { return &FD{raw: raw} }
 
 // Open opens path with O_CLOEXEC added.
 func Open(path string, flags int) (*FD, error) {
+	if k := fake; k != nil && k.Claims(path) {
+		return fakeOpen(k, path, flags)
+	}
 	for {
 		fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0)
 		if err == unix.EINTR {
@@ -72,6 +75,9 @@ func (fd *FD) Close() error {
 	defer fd.mu.Unlock()
 	if fd.raw < 0 {
 		return nil
+	}
+	if k := fake; k != nil {
+		k.Closed(fd.raw)
 	}
 	err := unix.Close(fd.raw)
 	fd.raw = -1

@@ -18,6 +18,11 @@ func Ioctl(fd *FD, req uintptr, arg unsafe.Pointer) error {
 	if fd.raw < 0 {
 		return NewErrno(EBADF)
 	}
+	if k := fake; k != nil {
+		if ok, err := k.Ioctl(fd.raw, req, arg); ok {
+			return err
+		}
+	}
 	for {
 		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd.raw), req, uintptr(arg))
 		if e == unix.EINTR {
@@ -38,6 +43,11 @@ func Write(fd *FD, b Buf) error {
 	defer fd.mu.RUnlock()
 	if fd.raw < 0 {
 		return NewErrno(EBADF)
+	}
+	if k := fake; k != nil {
+		if ok, err := k.Write(fd.raw, b.b); ok {
+			return err
+		}
 	}
 	for {
 		// The pointer becomes a uintptr in the call expression itself, the
@@ -87,6 +97,13 @@ const (
 func Mmap(fd *FD, offset int64, length int, prot, flags int) ([]byte, error) {
 	var b []byte
 	err := fd.use(func(raw int) error {
+		if k := fake; k != nil {
+			fb, ok, err := k.Mmap(raw, offset, length, prot, flags)
+			if ok {
+				b = fb
+				return err
+			}
+		}
 		var err error
 		b, err = unix.Mmap(raw, offset, length, prot, flags)
 		return errnoErr(err)

@@ -1,0 +1,265 @@
+package mlx5
+
+import (
+	"encoding/binary"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/internal/abi"
+	"github.com/ibgo/ibgo/internal/sys"
+	"github.com/ibgo/ibgo/uverbs"
+)
+
+// fakeKernel answers the uverbs file of one fake mlx5 device the way the
+// emulated kernel behind the golden vectors does, through the
+// internal/sys seam (sys.InstallFakeKernel): every ioctl is refused with
+// ENOTTY, so uverbs falls back to the legacy write commands, which it
+// answers with plausible handles, QPNs and CQNs and the mlx5 driver
+// responses the vectors show (alloc_ucontext as testCtxResp). mmap of the
+// UAR pages and the clock page returns plain anonymous memory the test can
+// read. Objects it creates are fed to the device model: REG_MR registers
+// memory, MODIFY_QP with a destination QPN connects model QPs.
+type fakeKernel struct {
+	t    testing.TB
+	path string
+	mu   sync.Mutex
+	raw  int // the uverbs descriptor (-1 when closed)
+	dev  *devModel
+
+	asyncW  *sys.FD
+	next    uint32            // handle counter
+	qpn     uint32            // next QPN
+	cqn     uint32            // next CQN
+	uar     map[int64][]byte  // mapped UAR pages by page offset
+	clock   []byte            // the clock-info page
+	mrs     map[uint32]uint32 // MR handle -> key
+	qpDest  map[uint32]uint32 // QPN -> dest QPN
+	handles map[uint32]uint32 // QP handle -> QPN
+	bfreg   uint32            // next bfreg the kernel hands out
+	cmds    []uint32          // write commands seen, in order
+	cqFlags []uint32          // create-CQ flags seen, in order
+}
+
+const fakeUverbsPath = "/ibgo-fake/infiniband/uverbs0"
+
+func newFakeKernel(t testing.TB) *fakeKernel {
+	k := &fakeKernel{t: t, path: fakeUverbsPath, raw: -1, dev: newDevModel(), next: 1, qpn: 0x1a0, cqn: 0x400,
+		uar: map[int64][]byte{}, mrs: map[uint32]uint32{}, qpDest: map[uint32]uint32{}, handles: map[uint32]uint32{},
+		bfreg: 2}
+	restore, err := sys.InstallFakeKernel(k)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		restore()
+		if k.asyncW != nil {
+			k.asyncW.Close()
+		}
+	})
+	return k
+}
+
+// device is the uverbs.Device a discovery would report for the fake.
+func (k *fakeKernel) device() *uverbs.Device {
+	return &uverbs.Device{Name: "mlx5_fake0", Driver: "mlx5", DriverID: abi.RDMA_DRIVER_MLX5,
+		Uverbs: "uverbs0", UverbsPath: k.path, ABIVersion: abi.IB_USER_VERBS_ABI_VERSION}
+}
+
+func (k *fakeKernel) Claims(path string) bool { return path == k.path }
+func (k *fakeKernel) Opened(_ string, raw int) {
+	k.mu.Lock()
+	k.raw = raw
+	k.mu.Unlock()
+}
+func (k *fakeKernel) Closed(raw int) {
+	k.mu.Lock()
+	if raw == k.raw {
+		k.raw = -1
+	}
+	k.mu.Unlock()
+}
+func (k *fakeKernel) mine(raw int) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return raw == k.raw && raw >= 0
+}
+
+func (k *fakeKernel) Ioctl(raw int, _ uintptr, _ unsafe.Pointer) (bool, error) {
+	if !k.mine(raw) {
+		return false, nil
+	}
+	return true, sys.NewErrno(sys.ENOTTY)
+}
+
+func (k *fakeKernel) Mmap(raw int, off int64, n, _, _ int) ([]byte, bool, error) {
+	if !k.mine(raw) {
+		return nil, false, nil
+	}
+	b, err := sys.MmapAnon(n, 0)
+	if err != nil {
+		return nil, true, err
+	}
+	pg := off / int64(sys.Pagesize)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if pg>>8&0xff == mmapCmdClockInfo {
+		k.clock = b
+	} else {
+		k.uar[pg] = b
+	}
+	return b, true, nil
+}
+
+// ptr turns a user address from a command into a pointer: in this process
+// the "user" memory is ours.
+func ptr(addr uint64) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&addr)) }
+
+// put writes a response as copy_to_user would; a buffer too short for it
+// makes the command fail with EFAULT, as in the kernel.
+func put[T any](out []byte, v T) {
+	if len(out) < int(unsafe.Sizeof(v)) {
+		efault = true
+		return
+	}
+	*(*T)(unsafe.Pointer(&out[0])) = v
+}
+
+// efault records a short response buffer during one Write (under k.mu).
+var efault bool
+
+func (k *fakeKernel) Write(raw int, b []byte) (handled bool, err error) {
+	if !k.mine(raw) {
+		return false, nil
+	}
+	if len(b) < 8 {
+		return true, sys.NewErrno(sys.EINVAL)
+	}
+	h := (*abi.CmdHdr)(unsafe.Pointer(&b[0]))
+	cmd := h.Command
+	body := b[8:]
+	var out []byte
+	ext := false
+	if cmd&abi.IB_USER_VERBS_CMD_FLAG_EXTENDED != 0 {
+		eh := (*abi.ExCmdHdr)(unsafe.Pointer(&body[0]))
+		body = body[unsafe.Sizeof(*eh):]
+		cmd &^= abi.IB_USER_VERBS_CMD_FLAG_EXTENDED
+		if n := (int(h.OutWords) + int(eh.ProviderOutWords)) * 8; eh.Response != 0 && n > 0 {
+			out = unsafe.Slice((*byte)(ptr(eh.Response)), n)
+		}
+		ext = true
+	} else if h.OutWords > 0 {
+		out = unsafe.Slice((*byte)(ptr(binary.LittleEndian.Uint64(body))), int(h.OutWords)*4)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.cmds = append(k.cmds, cmd)
+	efault = false
+	defer func() {
+		if efault && err == nil {
+			err = sys.NewErrno(sys.EFAULT)
+		}
+	}()
+	hnd := k.next
+	k.next++
+	switch cmd {
+	case abi.IB_USER_VERBS_CMD_GET_CONTEXT:
+		r, w, err := sys.Pipe()
+		if err != nil {
+			return true, err
+		}
+		k.asyncW = w
+		put(out, abi.GetContextResp{AsyncFD: uint32(r.Int()), NumCompVectors: 1})
+		resp := *testCtxResp()
+		resp.ClockInfoVersions = 1 << clockInfoV1 // offer the clock-info page
+		put(out[8:], resp)
+	case abi.IB_USER_VERBS_CMD_ALLOC_PD:
+		put(out, abi.AllocPDResp{PDHandle: hnd})
+	case abi.IB_USER_VERBS_CMD_REG_MR:
+		in := (*abi.RegMR)(unsafe.Pointer(&body[0]))
+		key := 0x1000 + hnd<<8 // lkey == rkey, as the model expects
+		k.mrs[hnd] = key
+		k.dev.reg(key, unsafe.Slice((*byte)(ptr(in.Start)), in.Length))
+		put(out, abi.RegMRResp{MRHandle: hnd, LKey: key, RKey: key})
+	case abi.IB_USER_VERBS_CMD_DEREG_MR:
+		h := binary.LittleEndian.Uint32(body)
+		delete(k.dev.mrs, k.mrs[h])
+	case abi.IB_USER_VERBS_CMD_CREATE_CQ:
+		if ext { // EX_CREATE_CQ: the flags (completion timestamps)
+			in := (*abi.ExCreateCQ)(unsafe.Pointer(&body[0]))
+			k.cqFlags = append(k.cqFlags, in.Flags)
+			put(out, abi.ExCreateCQResp{Base: abi.CreateCQResp{CQHandle: hnd, CQE: in.CQE},
+				ResponseLength: uint32(unsafe.Sizeof(abi.ExCreateCQResp{}))})
+			put(out[unsafe.Sizeof(abi.ExCreateCQResp{}):], abi.Mlx5CreateCQResp{CQN: k.cqn})
+			k.cqn++
+			break
+		}
+		k.cqFlags = append(k.cqFlags, 0)
+		in := (*abi.CreateCQ)(unsafe.Pointer(&body[0]))
+		put(out, abi.CreateCQResp{CQHandle: hnd, CQE: in.CQE})
+		put(out[8:], abi.Mlx5CreateCQResp{CQN: k.cqn})
+		k.cqn++
+	case abi.IB_USER_VERBS_CMD_CREATE_QP:
+		in := (*abi.CreateQP)(unsafe.Pointer(&body[0]))
+		put(out, abi.CreateQPResp{QPHandle: hnd, QPN: k.qpn, MaxSendWR: in.MaxSendWR, MaxRecvWR: in.MaxRecvWR,
+			MaxSendSGE: in.MaxSendSGE, MaxRecvSGE: in.MaxRecvSGE, MaxInlineData: in.MaxInlineData})
+		put(out[unsafe.Sizeof(abi.CreateQPResp{}):], abi.Mlx5CreateQPResp{BfregIndex: k.bfreg})
+		k.handles[hnd] = k.qpn
+		k.qpn++
+		k.bfreg++
+	case abi.IB_USER_VERBS_CMD_MODIFY_QP:
+		in := (*abi.ModifyQP)(unsafe.Pointer(&body[0]))
+		if in.AttrMask&uint32(uverbs.QPAttrDestQPN) != 0 {
+			k.qpDest[k.handles[in.QPHandle]] = in.DestQPNum
+		}
+	case abi.IB_USER_VERBS_CMD_QUERY_PORT:
+		// One active InfiniBand port, LID 1: AHs need no GID table.
+		put(out, abi.QueryPortResp{State: 4, MaxMTU: 5, ActiveMTU: 5, GIDTblLen: 1, PkeyTblLen: 1, LID: 1,
+			PhysState: 5, LinkLayer: 1, MaxMsgSz: 1 << 30})
+	case abi.IB_USER_VERBS_CMD_CREATE_AH:
+		put(out, abi.CreateAHResp{AHHandle: hnd}) // mlx5_ib_create_ah_resp stays zero on IB
+	case abi.IB_USER_VERBS_CMD_CREATE_SRQ:
+		in := (*abi.CreateSRQ)(unsafe.Pointer(&body[0]))
+		put(out, abi.CreateSRQResp{SRQHandle: hnd, MaxWR: in.MaxWR, MaxSGE: in.MaxSGE, SRQN: k.cqn})
+		put(out[unsafe.Sizeof(abi.CreateSRQResp{}):], abi.Mlx5CreateSRQResp{SRQN: k.cqn})
+		k.cqn++
+	case abi.IB_USER_VERBS_CMD_DEALLOC_PD, abi.IB_USER_VERBS_CMD_DESTROY_CQ, abi.IB_USER_VERBS_CMD_DESTROY_QP,
+		abi.IB_USER_VERBS_CMD_DESTROY_SRQ, abi.IB_USER_VERBS_CMD_DESTROY_AH:
+		// out (events reported) stays zero
+	default:
+		return true, sys.NewErrno(sys.EOPNOTSUPP)
+	}
+	return true, nil
+}
+
+// attach puts a QP created through uverbs into the device model.
+func (k *fakeKernel) attach(t testing.TB, p *uverbs.QP, send, recv *uverbs.CQ) *devQP {
+	q := p.Driver().(*qp)
+	r := &rig{t: t, rsc: &q.ctx.rsc, qpBuf: q.mem, qpDB: q.sq.dbrec, sq: &q.sq, rq: &q.rq,
+		scq: &send.Driver().(*cq).ring, rcq: &recv.Driver().(*cq).ring, lay: q.lay}
+	d := k.dev.addQP(r, q.uidx)
+	if q.srq != nil {
+		d.srq = &q.srq.q
+	}
+	k.mu.Lock()
+	d.peer = k.qpDest[p.QPN()]
+	k.mu.Unlock()
+	return d
+}
+
+// connect moves a and b through INIT, RTR, RTS towards each other.
+func connect(t testing.TB, a, b *uverbs.QP) {
+	for _, x := range [][2]*uverbs.QP{{a, b}, {b, a}} {
+		q, peer := x[0], x[1]
+		require.NoError(t, q.Modify(&uverbs.QPAttr{State: uverbs.QPStateInit, Port: 1,
+			AccessFlags: uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead},
+			uverbs.QPAttrState|uverbs.QPAttrPkeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags))
+		require.NoError(t, q.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: uverbs.MTU1024, DestQPN: peer.QPN(),
+			AH: uverbs.AHAttr{DLID: 1, Port: 1}, MaxDestRdAtomic: 1, MinRNRTimer: 12},
+			uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|uverbs.QPAttrRQPSN|
+				uverbs.QPAttrMaxDestRdAtomic|uverbs.QPAttrMinRNRTimer))
+		require.NoError(t, q.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
+			uverbs.QPAttrState|uverbs.QPAttrTimeout|uverbs.QPAttrRetryCnt|uverbs.QPAttrRNRRetry|uverbs.QPAttrSQPSN|
+				uverbs.QPAttrMaxQPRdAtomic))
+	}
+}
