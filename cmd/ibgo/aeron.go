@@ -28,11 +28,28 @@ func init() {
 	register(&cli.Command{
 		Name:  "aeron",
 		Usage: "inspect Aeron traffic and media drivers: decode captures, AeronStat, ErrorStat, LossStat",
+		Description: "Tools for Aeron media drivers (ibgo's and Aeron's C and Java drivers) and Aeron traffic:\n" +
+			"reading a driver's cnc.dat, error log and loss report, health and Prometheus metrics, the\n" +
+			"sample clients (pub, sub, ping, pong, throughput) and a pcap decoder.\n" +
+			"`ibgo aeron <command> --help` describes each.\n\n" +
+			"Examples:\n" +
+			"   ibgo aeron stat --watch\n" +
+			"   ibgo aeron decode --port 40456 capture.pcap\n\n" +
+			"Environment:\n" +
+			aeronDirEnv,
 		Subcommands: []*cli.Command{
 			{
 				Name:      "decode",
 				Usage:     "print every Aeron frame of a packet capture (pcap or pcapng, optionally gzipped), one line each",
 				ArgsUsage: "FILE.pcap",
+				Description: "Reads a classic pcap or pcapng capture (tcpdump -w, Wireshark; .gz too), takes the UDP\n" +
+					"datagrams in it and prints each Aeron frame they carry on one line: time, frame type, flags,\n" +
+					"session, stream, term id and offset, length, the type's own fields, packet number and\n" +
+					"addresses. Frames that cannot be decoded print as MALFORMED lines. Needs no driver.\n\n" +
+					"Example:\n" +
+					"   tcpdump -i lo -w aeron.pcap udp port 40456\n" +
+					"   ibgo aeron decode --port 40456 aeron.pcap\n\n" +
+					"Environment: none.",
 				Flags: []cli.Flag{
 					&cli.UintFlag{Name: "port", Usage: "only datagrams from or to this UDP port"},
 				},
@@ -41,6 +58,17 @@ func init() {
 			{
 				Name:  "stat",
 				Usage: "print a media driver's CnC header and counters, as AeronStat does",
+				Description: "Maps the driver's cnc.dat read-only and prints its header (CnC version, PID, heartbeat age) and\n" +
+					"every allocated counter with its id, value and label, as Aeron's AeronStat tool does.\n" +
+					"With --watch it redraws every --interval until interrupted (or --count updates).\n\n" +
+					"Examples:\n" +
+					"   ibgo aeron stat\n" +
+					"      2026-12-02 17:20:03.917+0000 - Aeron Stat (CnC v0.2.0), pid 30052, heartbeat age 188ms\n" +
+					"      ===========================\n" +
+					"        0 :            3,024,064 - Bytes sent\n" +
+					"   ibgo aeron stat --dir /dev/shm/aeron --watch --interval 2s\n\n" +
+					"Environment:\n" +
+					aeronDirEnv,
 				Flags: []cli.Flag{
 					dirFlag,
 					&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "redraw every --interval until interrupted"},
@@ -50,20 +78,37 @@ func init() {
 				Action: aeronStat,
 			},
 			{
-				Name:   "errors",
-				Usage:  "print a media driver's distinct error log, as ErrorStat does",
+				Name:  "errors",
+				Usage: "print a media driver's distinct error log, as ErrorStat does",
+				Description: "Reads the distinct error log in the driver's cnc.dat and prints each error with its\n" +
+					"observation count and first and last times, as Aeron's ErrorStat tool does.\n\n" +
+					"Example:\n" +
+					"   ibgo aeron errors --dir /dev/shm/aeron\n\n" +
+					"Environment:\n" +
+					aeronDirEnv,
 				Flags:  []cli.Flag{dirFlag},
 				Action: aeronErrors,
 			},
 			{
-				Name:   "loss",
-				Usage:  "print a media driver's loss report (loss-report.dat), as LossStat does",
+				Name:  "loss",
+				Usage: "print a media driver's loss report (loss-report.dat), as LossStat does",
+				Description: "Maps loss-report.dat from the Aeron directory and prints each loss entry (observations,\n" +
+					"bytes lost, first and last times, session, stream, channel, source), as Aeron's LossStat does.\n\n" +
+					"Example:\n" +
+					"   ibgo aeron loss --dir /dev/shm/aeron\n\n" +
+					"Environment:\n" +
+					aeronDirEnv,
 				Flags:  []cli.Flag{dirFlag},
 				Action: aeronLoss,
 			},
 		},
 	})
 }
+
+// aeronDirEnv is the Environment entry of every command that finds the
+// Aeron directory with aeronDir.
+const aeronDirEnv = "   AERON_DIR             the Aeron directory when --dir is not given\n" +
+	"   USER                  names the default directory (aeron-<user>) when neither is set"
 
 // defaultAeronDir mirrors aeron_default_path: /dev/shm/aeron-<user> on
 // Linux, <tmp>/aeron-<user> elsewhere; the user from $USER, else the

@@ -43,6 +43,12 @@ func init() {
 		&cli.Command{
 			Name:  "pub",
 			Usage: "publish N messages, each carrying its sequence number (BasicPublisher)",
+			Description: "Connects to the media driver, adds a publication on --channel/--stream and offers --messages\n" +
+				"messages of --length bytes, each starting with its sequence number, as Aeron's BasicPublisher\n" +
+				"does. Pair it with `ibgo aeron sub`.\n\n" +
+				"Example:\n" +
+				"   ibgo aeron pub --channel aeron:udp?endpoint=localhost:40456 --stream 1001 -n 100\n\n" +
+				"Environment:\n" + aeronClientEnv,
 			Flags: append(common(1001),
 				&cli.IntFlag{Name: "messages", Aliases: []string{"n"}, Value: 10, Usage: "messages to send"},
 				&cli.IntFlag{Name: "length", Aliases: []string{"l"}, Value: 32, Usage: "message length in bytes (at least 8)"},
@@ -54,6 +60,13 @@ func init() {
 		&cli.Command{
 			Name:  "sub",
 			Usage: "receive N messages and check their sequence numbers (BasicSubscriber)",
+			Description: "Connects to the media driver, adds a subscription on --channel/--stream and polls until\n" +
+				"--messages messages have arrived, failing if a sequence number is out of order, as Aeron's\n" +
+				"BasicSubscriber does (plus the check). Pair it with `ibgo aeron pub`.\n\n" +
+				"Example:\n" +
+				"   ibgo aeron sub --channel aeron:udp?endpoint=localhost:40456 --stream 1001 -n 100\n" +
+				"      received 100 messages in order\n\n" +
+				"Environment:\n" + aeronClientEnv,
 			Flags: append(common(1001),
 				&cli.IntFlag{Name: "messages", Aliases: []string{"n"}, Value: 10, Usage: "messages to receive"},
 				&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "fail when no message arrives for this long"},
@@ -63,6 +76,13 @@ func init() {
 		&cli.Command{
 			Name:  "ping",
 			Usage: "measure round-trip latency against `ibgo aeron pong` (Ping)",
+			Description: "Sends --messages pings of --length bytes on --channel/--stream after --warmup unmeasured\n" +
+				"ones, waits for each echo from `ibgo aeron pong` on --pong-channel/--pong-stream, and prints\n" +
+				"the round-trip time percentiles, as Aeron's Ping sample does.\n\n" +
+				"Example (start `ibgo aeron pong` first, on the same driver):\n" +
+				"   ibgo aeron ping -n 100000 --warmup 10000 -l 32\n" +
+				"      rtt min=… p50=… p90=… p99=… p99.9=… max=…\n\n" +
+				"Environment:\n" + aeronClientEnv,
 			Flags: append(common(1002),
 				&cli.StringFlag{Name: "pong-channel", Value: "aeron:ipc", Usage: "channel pongs come back on"},
 				&cli.IntFlag{Name: "pong-stream", Value: 1003, Usage: "stream pongs come back on"},
@@ -75,6 +95,12 @@ func init() {
 		&cli.Command{
 			Name:  "pong",
 			Usage: "echo every ping back until interrupted (Pong)",
+			Description: "Subscribes to --channel/--stream and echoes every message back on --pong-channel/--pong-stream\n" +
+				"until interrupted (or --messages echoes), as Aeron's Pong sample does; `ibgo aeron ping`\n" +
+				"measures against it.\n\n" +
+				"Example:\n" +
+				"   ibgo aeron pong --channel aeron:ipc --stream 1002 --pong-stream 1003\n\n" +
+				"Environment:\n" + aeronClientEnv,
 			Flags: append(common(1002),
 				&cli.StringFlag{Name: "pong-channel", Value: "aeron:ipc", Usage: "channel to echo on"},
 				&cli.IntFlag{Name: "pong-stream", Value: 1003, Usage: "stream to echo on"},
@@ -85,6 +111,15 @@ func init() {
 		&cli.Command{
 			Name:  "throughput",
 			Usage: "publisher and rate-reporting subscriber in one process: messages/s and bytes/s (EmbeddedThroughput)",
+			Description: "Publishes --messages messages of --length bytes as fast as the publication takes them while a\n" +
+				"subscriber in the same process counts them, and prints messages/s and bytes/s, as Aeron's\n" +
+				"EmbeddedThroughput does. With --embedded it starts an ibgo media driver in this process\n" +
+				"(configured from AERON_*, in a temporary directory unless --dir).\n\n" +
+				"Example:\n" +
+				"   ibgo aeron throughput --embedded -n 10000000 -l 256\n\n" +
+				"Environment:\n" + aeronClientEnv + "\n" +
+				"   AERON_*               with --embedded, the driver's settings (AERON_TERM_BUFFER_LENGTH, AERON_MTU_LENGTH,\n" +
+				"                         AERON_THREADING_MODE...; docs/aeron.md lists them all)",
 			Flags: append(common(1001),
 				&cli.IntFlag{Name: "messages", Aliases: []string{"n"}, Value: 10_000_000, Usage: "messages to send"},
 				&cli.IntFlag{Name: "length", Aliases: []string{"l"}, Value: 256, Usage: "message length"},
@@ -95,6 +130,12 @@ func init() {
 		},
 	)
 }
+
+// aeronClientEnv is the Environment entry of the sample clients: the
+// directory as aeronDir finds it, and what client.Connect reads.
+const aeronClientEnv = aeronDirEnv + "\n" +
+	"   AERON_CLIENT_NAME     the client name shown in the driver's client-heartbeat counter\n" +
+	"   AERON_DRIVER_TIMEOUT  driver timeout in ms, only with --driver-timeout 0"
 
 func sampleClient(c *cli.Context) (*client.Client, error) {
 	dir, _ := aeronDir(c)

@@ -115,10 +115,14 @@ func manPage(app *cli.App) (string, error) {
 	a := *app
 	a.Description = "ibgo is one static binary: RDMA device listing (devices, devinfo), perftest-compatible " +
 		"benchmarks (perf; installed as ib_write_bw, ib_read_lat and the other perftest names it behaves as " +
-		"that program), and Aeron tools (aeron decode, stat, errors, loss, health, metrics).\n\n" +
-		"ENVIRONMENT: AERON_DIR (Aeron directory of the aeron commands), IBGO_PEER and IBGO_NETDEV (perfjob), " +
+		"that program), an Aeron media driver (driver) and Aeron tools (aeron decode, stat, errors, loss, health, " +
+		"metrics, pub, sub, ping, pong, throughput). `ibgo <command> --help` describes each command, with examples " +
+		"and the environment variables it reads.\n\n" +
+		"ENVIRONMENT: AERON_DIR (Aeron directory of the aeron commands and the driver), the driver's other `AERON_*` " +
+		"settings (driver, aeron throughput --embedded; docs/aeron.md lists them), AERON_CLIENT_NAME and " +
+		"AERON_DRIVER_TIMEOUT (aeron pub, sub, ping, pong, throughput), IBGO_PEER and IBGO_NETDEV (perfjob), " +
 		"JOB_COMPLETION_INDEX (perfjob, set by Kubernetes), IBGO_CPUPROFILE (write a CPU profile of the run), " +
-		"GOMAXPROCS.\n\n" +
+		"IBGO_PERF_CLOCK (perf), GOMAXPROCS.\n\n" +
 		"SEE ALSO: ib_write_bw(1), ibv_devinfo(1), https://github.com/ibgo/ibgo"
 	s, err := a.ToMan()
 	if err != nil {

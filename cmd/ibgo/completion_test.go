@@ -1,13 +1,16 @@
 package main
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/urfave/cli/v2"
 )
 
 // TestBashCompletionLoadsAndCompletes checks the bash script with bash -n,
@@ -119,20 +122,33 @@ func TestManPage(t *testing.T) {
 	require.Empty(t, string(b), "groff warnings")
 }
 
-// TestNewCommandsHelp: each command this file set adds says what it does,
-// shows an example and names its environment variables.
+// TestNewCommandsHelp: every command and subcommand of the app (walked from
+// the registered command list, so a new command cannot slip through) says in
+// its --help what it does, shows an example and names the environment
+// variables it reads (or says it reads none).
 func TestNewCommandsHelp(t *testing.T) {
-	for _, args := range [][]string{
-		{"version"}, {"completion"}, {"man"}, {"perfjob"},
-		{"aeron", "health"}, {"aeron", "metrics"},
-	} {
-		code, out, stderr := runIbgo(t, append(args, "--help")...)
-		require.Equal(t, 0, code, "%v: %s", args, stderr)
-		require.Contains(t, out, "USAGE:", "%v", args)
-		require.Contains(t, out, "DESCRIPTION:", "%v", args)
-		require.Regexp(t, `Examples?\b`, out, "%v", args)
-		{
-			require.Contains(t, out, "Environment", "%v", args)
+	var paths [][]string
+	var walk func(prefix []string, cs []*cli.Command)
+	walk = func(prefix []string, cs []*cli.Command) {
+		for _, c := range cs {
+			if c.Name == "help" { // urfave's built-in
+				continue
+			}
+			p := append(append([]string(nil), prefix...), c.Name)
+			paths = append(paths, p)
+			walk(p, c.Subcommands)
 		}
+	}
+	walk(nil, newApp(io.Discard, io.Discard).Commands)
+	require.GreaterOrEqual(t, len(paths), 10, "the walk found too few commands: %v", paths)
+	for _, args := range paths {
+		code, out, stderr := runIbgo(t, append(args, "--help")...)
+		if !assert.Equal(t, 0, code, "%v: %s", args, stderr) {
+			continue
+		}
+		assert.Contains(t, out, "USAGE:", "%v", args)
+		assert.Contains(t, out, "DESCRIPTION:", "%v", args)
+		assert.Regexp(t, `Examples?\b`, out, "%v", args)
+		assert.Contains(t, out, "Environment", "%v", args)
 	}
 }

@@ -19,7 +19,14 @@ func init() {
 		Name:  "devices",
 		Usage: "list RDMA devices with their node GUID, driver, uverbs device and netdev per port (ibv_devices + ibdev2netdev)",
 		Description: "With -d or --netdev, only the device (and port) named, or bound to that network interface:\n" +
-			"   ibgo devices --netdev net1 -q     prints \"mlx5_3 1\", the device and port behind net1",
+			"   ibgo devices --netdev net1 -q     prints \"mlx5_3 1\", the device and port behind net1\n\n" +
+			"Reads /sys/class/infiniband and the network interfaces the ports are bound to.\n\n" +
+			"Examples:\n" +
+			"   ibgo devices\n" +
+			"      device  node GUID            driver  uverbs   port  link layer  state   netdev\n" +
+			"      rxe0    5054:00ff:fe12:3456  rxe     uverbs0  1     Ethernet    ACTIVE  eth0 (Up)\n" +
+			"   ibgo devices -d mlx5_0\n\n" +
+			"Environment: none.",
 		Flags: devicesFilterFlags, // devices_filter.go
 		Action: func(c *cli.Context) error {
 			if filtered, err := devicesFiltered(c); filtered || err != nil {

@@ -15,6 +15,15 @@ func init() {
 		Name:      "devinfo",
 		Usage:     "print RDMA device and port attributes (what ibv_devinfo shows)",
 		UsageText: "ibgo devinfo [-d DEV] [-i PORT] [-v] [-l]",
+		Description: "Opens each RDMA device (or the one named with -d), queries the device and its ports\n" +
+			"through /dev/infiniband/uverbs* and prints them in ibv_devinfo's format, tab for tab, so\n" +
+			"scripts written for rdma-core's tool keep working. -l lists only the names.\n\n" +
+			"Examples:\n" +
+			"   ibgo devinfo -d mlx5_0 -i 1 -v\n" +
+			"   ibgo devinfo -l\n" +
+			"      1 HCA found:\n" +
+			"              rxe0\n\n" +
+			"Environment: none.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "ib-dev", Aliases: []string{"d"}, Usage: "use IB device `DEV` (default: all devices)"},
 			&cli.IntFlag{Name: "ib-port", Aliases: []string{"i"}, Usage: "use port `PORT` of the device (default: all ports)"},

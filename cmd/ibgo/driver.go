@@ -19,7 +19,26 @@ func init() {
 		Name:  "driver",
 		Usage: "run an Aeron media driver in the foreground (the aeronmd of ibgo; aeron:ipc and aeron:udp unicast)",
 		Description: "Configuration comes from the AERON_* environment variables the C driver reads, with its\n" +
-			"defaults; the flags below override them. SIGINT or SIGTERM stop the driver cleanly.",
+			"defaults; the flags below override them. SIGINT or SIGTERM stop the driver cleanly.\n" +
+			"It prints its configuration on start; clients (ibgo's, Aeron's C and Java) connect through\n" +
+			"cnc.dat in the Aeron directory.\n\n" +
+			"Examples:\n" +
+			"   ibgo driver\n" +
+			"   AERON_DIR=/dev/shm/aeron ibgo driver --threading-mode SHARED --term-length 16m -v\n\n" +
+			"Environment (the main ones; docs/aeron.md lists them all):\n" +
+			"   AERON_DIR                            the Aeron directory (default /dev/shm/aeron-$USER)\n" +
+			"   AERON_DIR_DELETE_ON_START/_SHUTDOWN  delete the directory on start / on exit\n" +
+			"   AERON_TERM_BUFFER_LENGTH             network publication term length\n" +
+			"   AERON_IPC_TERM_BUFFER_LENGTH         IPC publication term length\n" +
+			"   AERON_MTU_LENGTH, AERON_IPC_MTU_LENGTH\n" +
+			"   AERON_THREADING_MODE                 DEDICATED, SHARED_NETWORK or SHARED\n" +
+			"   AERON_*_IDLE_STRATEGY                conductor, sender, receiver, shared idle strategies\n" +
+			"   AERON_CLIENT_LIVENESS_TIMEOUT, AERON_DRIVER_TIMEOUT, AERON_TIMER_INTERVAL,\n" +
+			"   AERON_PUBLICATION_LINGER_TIMEOUT, AERON_PUBLICATION_UNBLOCK_TIMEOUT\n" +
+			"   AERON_SOCKET_SO_RCVBUF, AERON_SOCKET_SO_SNDBUF   UDP socket buffers\n" +
+			"   AERON_DEBUG_SEND_DATA_LOSS_RATE, AERON_DEBUG_RECEIVE_DATA_LOSS_RATE,\n" +
+			"   AERON_DEBUG_DATA_LOSS_SEED           simulated UDP loss, for tests\n" +
+			"   USER                                 names the default directory",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "dir", Aliases: []string{"d"}, Usage: "Aeron directory (AERON_DIR)"},
 			&cli.BoolFlag{Name: "dir-delete-on-start", Usage: "delete the directory first, even if a driver is active there (AERON_DIR_DELETE_ON_START)"},

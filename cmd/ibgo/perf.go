@@ -28,15 +28,25 @@ func init() {
 		SkipFlagParsing: true,
 		Description: "Runs one of perftest's ib_*_bw/ib_*_lat tests with the same flags, output and out-of-band\n" +
 			"exchange, so either side may be the C tool. `ibgo perf write_bw -h` shows the test's options.\n" +
-			"Installed as a link named ib_write_bw (etc.), ibgo behaves as that program.",
+			"Installed as a link named ib_write_bw (etc.), ibgo behaves as that program.\n\n" +
+			"Examples:\n" +
+			"   ibgo perf write_bw -d mlx5_0 -D 10 --report_gbits          # server\n" +
+			"   ibgo perf write_bw -d mlx5_0 -D 10 --report_gbits server1  # client\n" +
+			"   ln -s ibgo ib_send_lat && ./ib_send_lat -V\n\n" +
+			"Environment:\n" +
+			"   IBGO_CPUPROFILE   write a CPU profile of the run to this file (read it with go tool pprof)\n" +
+			"   IBGO_PERF_CLOCK   \"monotonic\" uses the OS clock instead of the CPU cycle counter\n" +
+			"   GOMAXPROCS        when unset, a test runs on one P, as perftest runs on one thread",
 		Action: func(c *cli.Context) error {
 			args := c.Args().Slice()
-			if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-				fmt.Fprintf(c.App.Writer, "usage: ibgo perf <test> [perftest options] [server]\ntests: %s\n", strings.Join(names, " "))
-				if len(args) == 0 {
-					return fail(1, "")
-				}
+			if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+				// The command's own help; `ibgo perf <test> -h` prints the test's (perftest's) usage.
+				cli.HelpPrinter(c.App.Writer, cli.CommandHelpTemplate, c.Command)
 				return nil
+			}
+			if len(args) == 0 {
+				fmt.Fprintf(c.App.Writer, "usage: ibgo perf <test> [perftest options] [server]\ntests: %s\n", strings.Join(names, " "))
+				return fail(1, "")
 			}
 			t, ok := perftest.TestByName(args[0])
 			if !ok {
