@@ -323,14 +323,17 @@ func (q *qp) Destroy() error {
 
 // ringDoorbell writes the POST_SEND doorbell (rxe.c: post_send_db).
 //
-// It enters the kernel with Syscall, not RawSyscall: the kernel's
-// ib_uverbs_post_send allocates its copy of the request with GFP_KERNEL
-// (may sleep), and on 6.1 rxe_post_send runs the requester inline for
-// user QPs, building and looping back every packet of the queued work
-// requests. A raw system call that long would hold its P and stall the
-// scheduler and a stop-the-world GC. Measured in the 6.1 VM (ibgo perf
-// -s 2, 9 interleaved rounds, medians of t_typical in us, RawSyscall against
-// Syscall, C perftest in brackets): send_lat 14.08 / 14.40 (13.21), read_lat
-// 27.99 / 28.32 (28.59); write_lat 11.90 / 12.20 (11.60) in 7 rounds.
-// About 0.3 us, 1-2.5 %, which does not buy the right to block the runtime.
-func ringDoorbell(fd *sys.FD, db sys.Buf) error { return sys.Write(fd, db) }
+// It enters the kernel with RawSyscall (sys.WriteRaw). The kernel contract
+// allows a sleep there (ib_uverbs_post_send copies the request with
+// GFP_KERNEL, and on 6.1 rxe_post_send runs the requester inline for user
+// QPs, building and looping back every packet of the queued work requests),
+// so a raw call can hold its P for that long. Measured in the 6.1 VM
+// (make bench-vm, 5 interleaved rounds, medians, C perftest in the same
+// rotation), Syscall against RawSyscall: send_bw 4 KiB 0.63 vs 0.92 of C,
+// send_bw UD 1 KiB 0.64 vs 0.96, write_bw 4 KiB -q 2 0.85 vs 0.96,
+// write_lat 1.05 vs 1.01 (earlier, latency alone: about 0.3 us, 1-2.5 %).
+// With Syscall the runtime hands the P away whenever the inline requester
+// runs past 20 us and the poster then waits to get it back, which costs a
+// third of the bandwidth; the sleep is rare (memory pressure) and bounded.
+// The numbers decide for RawSyscall.
+func ringDoorbell(fd *sys.FD, db sys.Buf) error { return sys.WriteRaw(fd, db) }

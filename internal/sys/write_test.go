@@ -121,3 +121,27 @@ func TestWriteClosedFD(t *testing.T) {
 	require.ErrorIs(t, Write(w, b), EBADF)
 	require.NoError(t, Write(w, Buf{}), "empty writes nothing")
 }
+
+// WriteRaw (the rxe doorbell's write) sends the whole Buf, like Write, and
+// refuses a closed descriptor.
+func TestWriteRaw(t *testing.T) {
+	r, w, err := Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	a, err := NewArena(Pagesize)
+	require.NoError(t, err)
+	defer a.Close()
+	b, ok := a.AllocBuf(24)
+	require.True(t, ok)
+	for i := range b.Bytes() {
+		b.Bytes()[i] = byte(i + 1)
+	}
+	require.NoError(t, WriteRaw(w, b))
+	got := make([]byte, 64)
+	n, err := Read(r, got)
+	require.NoError(t, err)
+	require.Equal(t, b.Bytes(), got[:n])
+	require.NoError(t, w.Close())
+	require.ErrorIs(t, WriteRaw(w, b), EBADF)
+	require.NoError(t, WriteRaw(w, Buf{}), "an empty Buf is no call")
+}
