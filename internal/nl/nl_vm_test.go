@@ -1,3 +1,5 @@
+//go:build linux
+
 package nl_test
 
 import (
