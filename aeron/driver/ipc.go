@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync/atomic"
 
@@ -107,53 +106,19 @@ type subscriberPosition struct {
 }
 
 func newIPCPublication(c *conductor, cl *clientSession, regID int64, streamID int32, channel string, exclusive bool, params ipcParams) (*ipcPublication, error) {
-	path := filepath.Join(c.cfg.Dir, "publications", strconv.FormatInt(regID, 10)+".logbuffer")
-	log, err := logbuffer.Create(path, int32(params.termLength), int32(c.cfg.FilePageSize))
+	log, path, err := c.createPublicationLog(regID, params.termLength)
 	if err != nil {
-		return nil, fail(cnc.ErrorCodeStorageSpace, "cannot create log %s: %v", path, err)
+		return nil, err
 	}
 	p := &ipcPublication{regID: regID, sessionID: params.sessionID, streamID: streamID, channel: channel, exclusive: exclusive,
 		params: params, log: log, logFile: path, logLength: int64(len(log.Bytes())), termLength: int64(params.termLength),
 		positionBitsToShift: logbuffer.PositionBitsToShift(int32(params.termLength)), initialTermID: rand.Int32(),
 		termWindow: int64(ipcTermWindow(c.cfg.IPCPublicationTermWindow, params.termLength)), pubLmtID: -1, pubPosID: -1}
-	if !c.cfg.TermBufferSparseFile {
-		// Fault every page in now, as the C driver does for non-sparse
-		// logs, so that publishers do not take the page faults.
-		b := log.Bytes()
-		for i := 0; i < len(b); i += c.cfg.FilePageSize {
-			b[i] = 0
-		}
-	}
 	if params.hasPosition {
 		p.initialTermID = params.initialTermID
 	}
 	m := log.Metadata()
-	m.SetCorrelationID(regID)
-	m.SetInitialTermID(p.initialTermID)
-	m.SetMTULength(int32(params.mtu))
-	m.SetPublicationWindowLength(int32(p.termWindow))
-	m.SetLingerTimeoutNs(params.linger)
-	m.SetUntetheredWindowLimitTimeoutNs(c.cfg.UntetheredWindowLimit.Nanoseconds())
-	m.SetUntetheredRestingTimeoutNs(c.cfg.UntetheredResting.Nanoseconds())
-	m.SetSignalEOS(true)
-	m.SetTether(true)
-	m.SetSparse(c.cfg.TermBufferSparseFile)
-	m.SetSpiesSimulateConnection(c.cfg.SpiesSimulateConnection)
-	m.SetEndOfStreamPosition(math.MaxInt64)
-	m.StoreDefaultDataHeader(p.sessionID, streamID, p.initialTermID)
-	// LogBufferDescriptor.initialiseTailWithTermId: the active partition
-	// at the start position, the others one and two terms behind.
-	termID, termOffset := p.initialTermID, int32(0)
-	if params.hasPosition {
-		termID, termOffset = params.termID, params.termOff
-	}
-	termCount := termID - p.initialTermID
-	m.SetRawTailOrdered(logbuffer.IndexByTermCount(int64(termCount)), logbuffer.PackTail(termID, termOffset))
-	for i := int32(1); i < logbuffer.PartitionCount; i++ {
-		m.InitialiseTailWithTermID(logbuffer.IndexByTermCount(int64(termCount)+int64(i)), termID+i-logbuffer.PartitionCount)
-	}
-	m.SetActiveTermCountOrdered(termCount)
-	start := logbuffer.ComputePosition(termID, termOffset, p.positionBitsToShift, p.initialTermID)
+	start := c.initPublicationMetadata(m, regID, p.sessionID, streamID, p.initialTermID, p.termWindow, p.positionBitsToShift, params)
 	p.consumerPosition, p.cleanPosition, p.tripLimit, p.lastConsumerPos = start, start, start, start
 	if p.hw, err = logbuffer.NewHeaderWriter(m.DefaultFrameHeader()); err != nil {
 		p.close(c)

@@ -2,12 +2,9 @@ package driver
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"net/netip"
 	"os"
-	"path/filepath"
-	"strconv"
 	"sync/atomic"
 
 	"github.com/ibgo/ibgo/aeron/cnc"
@@ -82,10 +79,9 @@ type networkPublication struct {
 
 func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamID int32, channel string, exclusive bool,
 	params ipcParams, t Transport, dest netip.AddrPort) (*networkPublication, error) {
-	path := filepath.Join(c.cfg.Dir, "publications", strconv.FormatInt(regID, 10)+".logbuffer")
-	log, err := logbuffer.Create(path, int32(params.termLength), int32(c.cfg.FilePageSize))
+	log, path, err := c.createPublicationLog(regID, params.termLength)
 	if err != nil {
-		return nil, fail(cnc.ErrorCodeStorageSpace, "cannot create log %s: %v", path, err)
+		return nil, err
 	}
 	window := c.cfg.PublicationTermWindow
 	if window <= 0 || window > params.termLength/2 {
@@ -101,27 +97,7 @@ func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamI
 		p.initialTermID = params.initialTermID
 	}
 	m := log.Metadata()
-	m.SetCorrelationID(regID)
-	m.SetInitialTermID(p.initialTermID)
-	m.SetMTULength(int32(params.mtu))
-	m.SetPublicationWindowLength(int32(p.termWindow))
-	m.SetLingerTimeoutNs(params.linger)
-	m.SetSignalEOS(true)
-	m.SetTether(true)
-	m.SetSparse(c.cfg.TermBufferSparseFile)
-	m.SetEndOfStreamPosition(math.MaxInt64)
-	m.StoreDefaultDataHeader(p.sessionID, streamID, p.initialTermID)
-	termID, termOffset := p.initialTermID, int32(0)
-	if params.hasPosition {
-		termID, termOffset = params.termID, params.termOff
-	}
-	termCount := termID - p.initialTermID
-	m.SetRawTailOrdered(logbuffer.IndexByTermCount(int64(termCount)), logbuffer.PackTail(termID, termOffset))
-	for i := int32(1); i < logbuffer.PartitionCount; i++ {
-		m.InitialiseTailWithTermID(logbuffer.IndexByTermCount(int64(termCount)+int64(i)), termID+i-logbuffer.PartitionCount)
-	}
-	m.SetActiveTermCountOrdered(termCount)
-	start := logbuffer.ComputePosition(termID, termOffset, p.positionBitsToShift, p.initialTermID)
+	start := c.initPublicationMetadata(m, regID, p.sessionID, streamID, p.initialTermID, p.termWindow, p.positionBitsToShift, params)
 	p.senderPosition, p.senderLimit, p.cleanPosition, p.tripLimit = start, start, start, start
 	key := streamKey(c.keyBuf, regID, p.sessionID, streamID, channel)
 	alloc := func(typeID int32, name string, dst *int32) error {

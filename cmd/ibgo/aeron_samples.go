@@ -146,6 +146,36 @@ func sampleClient(c *cli.Context) (*client.Client, error) {
 	return cl, nil
 }
 
+// pingPongStreams reads the ping and pong stream ids.
+func pingPongStreams(c *cli.Context) (ping, pong int32, err error) {
+	if ping, err = streamID(c, "stream"); err != nil {
+		return 0, 0, err
+	}
+	pong, err = streamID(c, "pong-stream")
+	return ping, pong, err
+}
+
+// pingPongPair connects a client with a subscription on (subCh, subStream)
+// and an exclusive publication on (pubCh, pubStream): ping and pong are the
+// same pair with the streams swapped.
+func pingPongPair(c *cli.Context, subCh string, subStream int32, pubCh string, pubStream int32) (*client.Client, *client.Subscription, *client.Publication, error) {
+	cl, err := sampleClient(c)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sub, err := cl.AddSubscription(c.Context, subCh, subStream)
+	if err != nil {
+		cl.Close()
+		return nil, nil, nil, fail(1, "add subscription: %v", err)
+	}
+	pub, err := cl.AddExclusivePublication(c.Context, pubCh, pubStream)
+	if err != nil {
+		cl.Close()
+		return nil, nil, nil, fail(1, "add publication: %v", err)
+	}
+	return cl, sub, pub, nil
+}
+
 func streamID(c *cli.Context, name string) (int32, error) {
 	v := c.Int(name)
 	if v < -1<<31 || v >= 1<<31 {
@@ -267,27 +297,15 @@ func aeronPing(c *cli.Context) error {
 	if length < 8 || n <= 0 || warm < 0 {
 		return fail(1, "--length must be at least 8 and --messages positive")
 	}
-	ping, err := streamID(c, "stream")
+	ping, pong, err := pingPongStreams(c)
 	if err != nil {
 		return err
 	}
-	pong, err := streamID(c, "pong-stream")
-	if err != nil {
-		return err
-	}
-	cl, err := sampleClient(c)
+	cl, sub, pub, err := pingPongPair(c, c.String("pong-channel"), pong, c.String("channel"), ping)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	sub, err := cl.AddSubscription(c.Context, c.String("pong-channel"), pong)
-	if err != nil {
-		return fail(1, "add subscription: %v", err)
-	}
-	pub, err := cl.AddExclusivePublication(c.Context, c.String("channel"), ping)
-	if err != nil {
-		return fail(1, "add publication: %v", err)
-	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "ping %s stream %d, pong %s stream %d: waiting for pong\n", c.String("channel"), ping, c.String("pong-channel"), pong)
 	start := time.Now()
@@ -300,11 +318,11 @@ func aeronPing(c *cli.Context) error {
 	rtts := make([]time.Duration, 0, n)
 	msg := make([]byte, length)
 	epoch := time.Now()
-	var got atomic.Bool
+	var got bool // set by the handler, which Poll runs on this goroutine
 	var rtt time.Duration
 	handler := client.NewFragmentAssembler(func(p []byte, _ *client.Header) {
 		rtt = time.Since(epoch) - time.Duration(binary.LittleEndian.Uint64(p))
-		got.Store(true)
+		got = true
 	}).Handler()
 	for i := 0; i < warm+n; i++ {
 		binary.LittleEndian.PutUint64(msg, uint64(time.Since(epoch)))
@@ -313,9 +331,11 @@ func aeronPing(c *cli.Context) error {
 				return fail(1, "pong went away")
 			}
 		}
-		got.Store(false)
-		for !got.Load() {
-			sub.Poll(handler, 1)
+		got = false
+		for spins := 0; !got; spins++ {
+			if sub.Poll(handler, 1) == 0 && spins&0xffff == 0xffff && !sub.IsConnected() {
+				return fail(1, "pong went away after %d round trips", i)
+			}
 		}
 		if i >= warm {
 			rtts = append(rtts, rtt)
@@ -329,27 +349,15 @@ func aeronPing(c *cli.Context) error {
 }
 
 func aeronPong(c *cli.Context) error {
-	ping, err := streamID(c, "stream")
+	ping, pong, err := pingPongStreams(c)
 	if err != nil {
 		return err
 	}
-	pong, err := streamID(c, "pong-stream")
-	if err != nil {
-		return err
-	}
-	cl, err := sampleClient(c)
+	cl, sub, pub, err := pingPongPair(c, c.String("channel"), ping, c.String("pong-channel"), pong)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	sub, err := cl.AddSubscription(c.Context, c.String("channel"), ping)
-	if err != nil {
-		return fail(1, "add subscription: %v", err)
-	}
-	pub, err := cl.AddExclusivePublication(c.Context, c.String("pong-channel"), pong)
-	if err != nil {
-		return fail(1, "add publication: %v", err)
-	}
 	fmt.Fprintf(c.App.Writer, "pong: echoing %s stream %d to %s stream %d\n", c.String("channel"), ping, c.String("pong-channel"), pong)
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, os.Interrupt)

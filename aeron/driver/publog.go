@@ -1,0 +1,62 @@
+package driver
+
+import (
+	"math"
+	"path/filepath"
+	"strconv"
+
+	"github.com/ibgo/ibgo/aeron/cnc"
+	"github.com/ibgo/ibgo/aeron/logbuffer"
+)
+
+// createPublicationLog creates publications/<regID>.logbuffer, the log of
+// an IPC or network publication, and faults its pages in unless the log is
+// sparse (the C driver does that for non-sparse logs, so that publishers do
+// not take the page faults).
+func (c *conductor) createPublicationLog(regID int64, termLength int) (*logbuffer.LogBuffer, string, error) {
+	path := filepath.Join(c.cfg.Dir, "publications", strconv.FormatInt(regID, 10)+".logbuffer")
+	log, err := logbuffer.Create(path, int32(termLength), int32(c.cfg.FilePageSize))
+	if err != nil {
+		return nil, "", fail(cnc.ErrorCodeStorageSpace, "cannot create log %s: %v", path, err)
+	}
+	if !c.cfg.TermBufferSparseFile {
+		b := log.Bytes()
+		for i := 0; i < len(b); i += c.cfg.FilePageSize {
+			b[i] = 0
+		}
+	}
+	return log, path, nil
+}
+
+// initPublicationMetadata fills a new publication log's metadata as the C
+// driver does (aeron_logbuffer_metadata_init) and sets its tails at the
+// start position (LogBufferDescriptor.initialiseTailWithTermId: the active
+// partition at the start, the others one and two terms behind). It returns
+// the start position.
+func (c *conductor) initPublicationMetadata(m *logbuffer.Metadata, regID int64, sessionID, streamID, initialTermID int32,
+	termWindow int64, positionBitsToShift int, params ipcParams) int64 {
+	m.SetCorrelationID(regID)
+	m.SetInitialTermID(initialTermID)
+	m.SetMTULength(int32(params.mtu))
+	m.SetPublicationWindowLength(int32(termWindow))
+	m.SetLingerTimeoutNs(params.linger)
+	m.SetUntetheredWindowLimitTimeoutNs(c.cfg.UntetheredWindowLimit.Nanoseconds())
+	m.SetUntetheredRestingTimeoutNs(c.cfg.UntetheredResting.Nanoseconds())
+	m.SetSignalEOS(true)
+	m.SetTether(true)
+	m.SetSparse(c.cfg.TermBufferSparseFile)
+	m.SetSpiesSimulateConnection(c.cfg.SpiesSimulateConnection)
+	m.SetEndOfStreamPosition(math.MaxInt64)
+	m.StoreDefaultDataHeader(sessionID, streamID, initialTermID)
+	termID, termOffset := initialTermID, int32(0)
+	if params.hasPosition {
+		termID, termOffset = params.termID, params.termOff
+	}
+	termCount := termID - initialTermID
+	m.SetRawTailOrdered(logbuffer.IndexByTermCount(int64(termCount)), logbuffer.PackTail(termID, termOffset))
+	for i := int32(1); i < logbuffer.PartitionCount; i++ {
+		m.InitialiseTailWithTermID(logbuffer.IndexByTermCount(int64(termCount)+int64(i)), termID+i-logbuffer.PartitionCount)
+	}
+	m.SetActiveTermCountOrdered(termCount)
+	return logbuffer.ComputePosition(termID, termOffset, positionBitsToShift, initialTermID)
+}
