@@ -41,11 +41,15 @@ func vectorDir(t testing.TB) string {
 			}
 		}
 	}
-	cands = append(cands, "/work/shared/vectors/mlx5/eth")
 	for _, d := range cands {
 		if _, err := os.Stat(filepath.Join(d, "rc_send.json")); err == nil {
 			return d
 		}
+	}
+	if os.Getenv("CI") != "" {
+		// CI has shared/ beside the checkout: a missing vector set there
+		// is a broken checkout, not a reason to skip the golden tests.
+		t.Fatalf("CI: mlx5 golden vectors not found (looked in %v); set IBGO_MLX5_VECTORS", cands)
 	}
 	t.Skipf("mlx5 golden vectors not found (looked in %v); set IBGO_MLX5_VECTORS", cands)
 	return ""
