@@ -21,7 +21,7 @@ import (
 
 // vectorDir finds the libmlx5 golden vectors: $IBGO_MLX5_VECTORS, else
 // ../shared/vectors/mlx5/eth beside the module root (how CI lays the
-// checkout out), else /work/shared/vectors/mlx5/eth.
+// checkout out).
 func vectorDir(t testing.TB) string {
 	if d := os.Getenv("IBGO_MLX5_VECTORS"); d != "" {
 		if _, err := os.Stat(filepath.Join(d, "rc_send.json")); err != nil {
