@@ -35,7 +35,21 @@ func Ioctl(fd *FD, req uintptr, arg unsafe.Pointer) error {
 
 // Write issues one write(2) of b, retrying EINTR. A short write is reported
 // as EIO (uverbs and rdma_cm commands are all-or-nothing).
-func Write(fd *FD, b Buf) error {
+func Write(fd *FD, b Buf) error { return write(fd, b, false) }
+
+// WriteRaw is Write for the one datapath command that needs it: the rxe
+// POST_SEND doorbell. It enters the kernel with RawSyscall, so the runtime
+// does not treat the thread as blocked: with Syscall, the scheduler's
+// monitor hands the thread's P to another thread whenever the kernel spends
+// more than 20 us in the call (rxe on 6.1 runs the requester inline, so a
+// doorbell for a batch of work requests often does), and the returning
+// thread then waits to get a P back. The cost is that a doorbell the kernel
+// makes sleep (its GFP_KERNEL copy of the request, under memory pressure)
+// holds its P meanwhile; see rxe's ringDoorbell for the measurements that
+// decided it.
+func WriteRaw(fd *FD, b Buf) error { return write(fd, b, true) }
+
+func write(fd *FD, b Buf, raw bool) error {
 	if len(b.b) == 0 {
 		return nil
 	}
@@ -51,41 +65,15 @@ func Write(fd *FD, b Buf) error {
 	}
 	for {
 		// The pointer becomes a uintptr in the call expression itself, the
-		// one form the unsafe.Pointer rules keep alive for a syscall.
-		n, _, e := unix.Syscall(unix.SYS_WRITE, uintptr(fd.raw), uintptr(unsafe.Pointer(&b.b[0])), uintptr(len(b.b)))
-		if e == unix.EINTR {
-			continue
+		// one form the unsafe.Pointer rules keep alive for a syscall (never
+		// through a function value: defect 8).
+		var n uintptr
+		var e syscall.Errno
+		if raw {
+			n, _, e = unix.RawSyscall(unix.SYS_WRITE, uintptr(fd.raw), uintptr(unsafe.Pointer(&b.b[0])), uintptr(len(b.b)))
+		} else {
+			n, _, e = unix.Syscall(unix.SYS_WRITE, uintptr(fd.raw), uintptr(unsafe.Pointer(&b.b[0])), uintptr(len(b.b)))
 		}
-		return writeResult(n, e, len(b.b))
-	}
-}
-
-// WriteRaw is Write for the one datapath command that needs it: the rxe
-// POST_SEND doorbell. It enters the kernel with RawSyscall, so the runtime
-// does not treat the thread as blocked: with Syscall, the scheduler's
-// monitor hands the thread's P to another thread whenever the kernel spends
-// more than 20 us in the call (rxe on 6.1 runs the requester inline, so a
-// doorbell for a batch of work requests often does), and the returning
-// thread then waits to get a P back. The cost is that a doorbell the kernel
-// makes sleep (its GFP_KERNEL copy of the request, under memory pressure)
-// holds its P meanwhile; see rxe's ringDoorbell for the measurements that
-// decided it.
-func WriteRaw(fd *FD, b Buf) error {
-	if len(b.b) == 0 {
-		return nil
-	}
-	fd.mu.RLock()
-	defer fd.mu.RUnlock()
-	if fd.raw < 0 {
-		return NewErrno(EBADF)
-	}
-	if k := fake; k != nil {
-		if ok, err := k.Write(fd.raw, b.b); ok {
-			return err
-		}
-	}
-	for {
-		n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd.raw), uintptr(unsafe.Pointer(&b.b[0])), uintptr(len(b.b)))
 		if e == unix.EINTR {
 			continue
 		}
