@@ -30,17 +30,19 @@ type fakeKernel struct {
 	dev  *devModel
 
 	asyncW  *sys.FD
-	next    uint32            // handle counter
-	qpn     uint32            // next QPN
-	cqn     uint32            // next CQN
-	uar     map[int64][]byte  // mapped UAR pages by page offset
-	clock   []byte            // the clock-info page
-	mrs     map[uint32]uint32 // MR handle -> key
-	qpDest  map[uint32]uint32 // QPN -> dest QPN
-	handles map[uint32]uint32 // QP handle -> QPN
-	bfreg   uint32            // next bfreg the kernel hands out
-	cmds    []uint32          // write commands seen, in order
-	cqFlags []uint32          // create-CQ flags seen, in order
+	next    uint32                      // handle counter
+	qpn     uint32                      // next QPN
+	cqn     uint32                      // next CQN
+	uar     map[int64][]byte            // mapped UAR pages by page offset
+	clock   []byte                      // the clock-info page
+	mrs     map[uint32]uint32           // MR handle -> key
+	qpDest  map[uint32]uint32           // QPN -> dest QPN
+	handles map[uint32]uint32           // QP handle -> QPN
+	bfreg   uint32                      // next bfreg the kernel hands out
+	cmds    []uint32                    // write commands seen, in order (write(2) and INVOKE_WRITE)
+	writes  int                         // commands that came through write(2)
+	qpReq   map[uint32]abi.Mlx5CreateQP // QP handle -> its driver request
+	cqFlags []uint32                    // create-CQ flags seen, in order
 }
 
 const fakeUverbsPath = "/ibgo-fake/infiniband/uverbs0"
@@ -48,7 +50,7 @@ const fakeUverbsPath = "/ibgo-fake/infiniband/uverbs0"
 func newFakeKernel(t testing.TB) *fakeKernel {
 	k := &fakeKernel{t: t, path: fakeUverbsPath, raw: -1, dev: newDevModel(), next: 1, qpn: 0x1a0, cqn: 0x400,
 		uar: map[int64][]byte{}, mrs: map[uint32]uint32{}, qpDest: map[uint32]uint32{}, handles: map[uint32]uint32{},
-		bfreg: 2}
+		bfreg: 2, qpReq: map[uint32]abi.Mlx5CreateQP{}}
 	restore, err := sys.InstallFakeKernel(k)
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -151,8 +153,53 @@ func (k *fakeKernel) Write(raw int, b []byte) (handled bool, err error) {
 	} else if h.OutWords > 0 {
 		out = unsafe.Slice((*byte)(ptr(binary.LittleEndian.Uint64(body))), int(h.OutWords)*4)
 	}
+	// write(2) carries the driver request after the core one and expects
+	// the driver response after the core response.
+	var uhwIn, uhwOut []byte
+	if n := legacyCoreIn(cmd, ext); n > 0 && len(body) >= n {
+		uhwIn = body[n:]
+	}
+	if n := legacyCoreOut(cmd, ext); len(out) >= n {
+		uhwOut = out[n:]
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.writes++
+	return true, k.command(cmd, ext, body, uhwIn, out, uhwOut)
+}
+
+// legacyCoreIn and legacyCoreOut are the core request and response sizes of
+// the write commands whose driver data the fake reads or writes.
+func legacyCoreIn(cmd uint32, ext bool) int {
+	switch {
+	case cmd == abi.IB_USER_VERBS_CMD_CREATE_QP:
+		return int(unsafe.Sizeof(abi.CreateQP{}))
+	}
+	return 0
+}
+
+func legacyCoreOut(cmd uint32, ext bool) int {
+	switch {
+	case cmd == abi.IB_USER_VERBS_CMD_GET_CONTEXT:
+		return int(unsafe.Sizeof(abi.GetContextResp{}))
+	case cmd == abi.IB_USER_VERBS_CMD_CREATE_CQ && ext:
+		return int(unsafe.Sizeof(abi.ExCreateCQResp{}))
+	case cmd == abi.IB_USER_VERBS_CMD_CREATE_CQ:
+		return int(unsafe.Sizeof(abi.CreateCQResp{}))
+	case cmd == abi.IB_USER_VERBS_CMD_CREATE_QP:
+		return int(unsafe.Sizeof(abi.CreateQPResp{}))
+	case cmd == abi.IB_USER_VERBS_CMD_CREATE_SRQ:
+		return int(unsafe.Sizeof(abi.CreateSRQResp{}))
+	case cmd == abi.IB_USER_VERBS_CMD_CREATE_AH:
+		return int(unsafe.Sizeof(abi.CreateAHResp{}))
+	}
+	return 0
+}
+
+// command answers one write command, from write(2) or INVOKE_WRITE: in is
+// the core request, uhwIn the driver request, out and uhwOut the core and
+// driver responses. Callers hold k.mu.
+func (k *fakeKernel) command(cmd uint32, ext bool, body, uhwIn, out, uhwOut []byte) (err error) {
 	k.cmds = append(k.cmds, cmd)
 	efault = false
 	defer func() {
@@ -166,13 +213,11 @@ func (k *fakeKernel) Write(raw int, b []byte) (handled bool, err error) {
 	case abi.IB_USER_VERBS_CMD_GET_CONTEXT:
 		r, w, err := sys.Pipe()
 		if err != nil {
-			return true, err
+			return err
 		}
 		k.asyncW = w
 		put(out, abi.GetContextResp{AsyncFD: uint32(r.Int()), NumCompVectors: 1})
-		resp := *testCtxResp()
-		resp.ClockInfoVersions = 1 << clockInfoV1 // offer the clock-info page
-		put(out[8:], resp)
+		put(uhwOut, k.ctxResp())
 	case abi.IB_USER_VERBS_CMD_ALLOC_PD:
 		put(out, abi.AllocPDResp{PDHandle: hnd})
 	case abi.IB_USER_VERBS_CMD_REG_MR:
@@ -182,31 +227,28 @@ func (k *fakeKernel) Write(raw int, b []byte) (handled bool, err error) {
 		k.dev.reg(key, unsafe.Slice((*byte)(ptr(in.Start)), in.Length))
 		put(out, abi.RegMRResp{MRHandle: hnd, LKey: key, RKey: key})
 	case abi.IB_USER_VERBS_CMD_DEREG_MR:
-		h := binary.LittleEndian.Uint32(body)
-		delete(k.dev.mrs, k.mrs[h])
+		k.deregMR(binary.LittleEndian.Uint32(body))
 	case abi.IB_USER_VERBS_CMD_CREATE_CQ:
 		if ext { // EX_CREATE_CQ: the flags (completion timestamps)
 			in := (*abi.ExCreateCQ)(unsafe.Pointer(&body[0]))
 			k.cqFlags = append(k.cqFlags, in.Flags)
 			put(out, abi.ExCreateCQResp{Base: abi.CreateCQResp{CQHandle: hnd, CQE: in.CQE},
 				ResponseLength: uint32(unsafe.Sizeof(abi.ExCreateCQResp{}))})
-			put(out[unsafe.Sizeof(abi.ExCreateCQResp{}):], abi.Mlx5CreateCQResp{CQN: k.cqn})
-			k.cqn++
-			break
+		} else {
+			k.cqFlags = append(k.cqFlags, 0)
+			in := (*abi.CreateCQ)(unsafe.Pointer(&body[0]))
+			put(out, abi.CreateCQResp{CQHandle: hnd, CQE: in.CQE})
 		}
-		k.cqFlags = append(k.cqFlags, 0)
-		in := (*abi.CreateCQ)(unsafe.Pointer(&body[0]))
-		put(out, abi.CreateCQResp{CQHandle: hnd, CQE: in.CQE})
-		put(out[8:], abi.Mlx5CreateCQResp{CQN: k.cqn})
+		put(uhwOut, abi.Mlx5CreateCQResp{CQN: k.cqn})
 		k.cqn++
 	case abi.IB_USER_VERBS_CMD_CREATE_QP:
 		in := (*abi.CreateQP)(unsafe.Pointer(&body[0]))
 		put(out, abi.CreateQPResp{QPHandle: hnd, QPN: k.qpn, MaxSendWR: in.MaxSendWR, MaxRecvWR: in.MaxRecvWR,
 			MaxSendSGE: in.MaxSendSGE, MaxRecvSGE: in.MaxRecvSGE, MaxInlineData: in.MaxInlineData})
-		put(out[unsafe.Sizeof(abi.CreateQPResp{}):], abi.Mlx5CreateQPResp{BfregIndex: k.bfreg})
-		k.handles[hnd] = k.qpn
-		k.qpn++
-		k.bfreg++
+		k.createdQP(hnd, uhwIn, uhwOut)
+	case abi.IB_USER_VERBS_CMD_QUERY_QP:
+		in := (*abi.QueryQP)(unsafe.Pointer(&body[0]))
+		put(out, k.queryQP(in.QPHandle))
 	case abi.IB_USER_VERBS_CMD_MODIFY_QP:
 		in := (*abi.ModifyQP)(unsafe.Pointer(&body[0]))
 		if in.AttrMask&uint32(uverbs.QPAttrDestQPN) != 0 {
@@ -221,15 +263,49 @@ func (k *fakeKernel) Write(raw int, b []byte) (handled bool, err error) {
 	case abi.IB_USER_VERBS_CMD_CREATE_SRQ:
 		in := (*abi.CreateSRQ)(unsafe.Pointer(&body[0]))
 		put(out, abi.CreateSRQResp{SRQHandle: hnd, MaxWR: in.MaxWR, MaxSGE: in.MaxSGE, SRQN: k.cqn})
-		put(out[unsafe.Sizeof(abi.CreateSRQResp{}):], abi.Mlx5CreateSRQResp{SRQN: k.cqn})
+		put(uhwOut, abi.Mlx5CreateSRQResp{SRQN: k.cqn})
 		k.cqn++
 	case abi.IB_USER_VERBS_CMD_DEALLOC_PD, abi.IB_USER_VERBS_CMD_DESTROY_CQ, abi.IB_USER_VERBS_CMD_DESTROY_QP,
 		abi.IB_USER_VERBS_CMD_DESTROY_SRQ, abi.IB_USER_VERBS_CMD_DESTROY_AH:
 		// out (events reported) stays zero
 	default:
-		return true, sys.NewErrno(sys.EOPNOTSUPP)
+		return sys.NewErrno(sys.EOPNOTSUPP)
 	}
-	return true, nil
+	return nil
+}
+
+// ctxResp is the mlx5 alloc_ucontext response: the vectors' context, and
+// the clock-info page offered.
+func (k *fakeKernel) ctxResp() abi.Mlx5AllocUcontextResp {
+	resp := *testCtxResp()
+	resp.ClockInfoVersions = 1 << clockInfoV1
+	return resp
+}
+
+func (k *fakeKernel) deregMR(h uint32) { delete(k.dev.mrs, k.mrs[h]) }
+
+// createdQP records a new QP (its QPN and driver request) and writes the
+// mlx5 driver response: the next bfreg.
+func (k *fakeKernel) createdQP(hnd uint32, uhwIn, uhwOut []byte) {
+	if len(uhwIn) >= int(unsafe.Sizeof(abi.Mlx5CreateQP{})) {
+		k.qpReq[hnd] = *(*abi.Mlx5CreateQP)(unsafe.Pointer(&uhwIn[0]))
+	}
+	put(uhwOut, abi.Mlx5CreateQPResp{BfregIndex: k.bfreg})
+	k.handles[hnd] = k.qpn
+	k.qpn++
+	k.bfreg++
+}
+
+// queryQP answers QUERY_QP's sizes as the mlx5 kernel does for a user QP
+// (mlx5_ib_query_qp): the receive queue from the driver request (wqe_cnt,
+// WQE size / 16), no send sizes (only user space knows them).
+func (k *fakeKernel) queryQP(hnd uint32) abi.QueryQPResp {
+	r := k.qpReq[hnd]
+	resp := abi.QueryQPResp{MaxRecvWR: r.RQWQECount}
+	if r.RQWQECount > 0 {
+		resp.MaxRecvSGE = (1 << r.RQWQEShift) / dataSegSize
+	}
+	return resp
 }
 
 // attach puts a QP created through uverbs into the device model.

@@ -230,6 +230,9 @@ func (c *Context) NewCQ(attr *uverbs.CQInitAttr) (uverbs.CQDriver, error) {
 		return nil, postErr("create cq", syscall.EINVAL, "cqe %d", attr.CQE)
 	}
 	ncqe := roundUpPow2(uint32(attr.CQE) + 1)
+	// libmlx5 asks the kernel for ncqe-1 (the ring's usable size), which is
+	// also what the kernel answers and ibv_cq.cqe reports.
+	attr.CQE = int(ncqe) - 1
 	buf, err := sys.MmapAnon(pageRound(int(ncqe)*cqeSize64), 0)
 	if err != nil {
 		return nil, fmt.Errorf("mlx5: CQ buffer: %w", err)

@@ -46,8 +46,11 @@ func (c *Context) NewQP(attr *uverbs.QPInitAttr) (uverbs.QPDriver, error) {
 	if err != nil {
 		return nil, err
 	}
-	attr.Cap.MaxInlineData = lay.cap.MaxInlineData
-	mem, err := sys.MmapAnon(pageRound(int(lay.bufSize)), 0)
+	if lay.sqWQECnt > 0 {
+		attr.Cap.MaxInlineData = lay.cap.MaxInlineData
+	}
+	// A QP with neither queue still gets a page: the kernel wants a buffer.
+	mem, err := sys.MmapAnon(pageRound(max(int(lay.bufSize), 1)), 0)
 	if err != nil {
 		return nil, fmt.Errorf("mlx5: QP buffer: %w", err)
 	}
@@ -322,13 +325,43 @@ func (a *ah) Created(_ *uverbs.AH, out []byte) error {
 	return nil
 }
 
-// Cap is what libmlx5 reports back to the application for this QP (its
-// own sizes, e.g. max_send_wr 21 where the kernel echoes the 16 asked for):
-// the value uverbs should give QP.Cap once it asks providers (not wired).
+// Cap is what libmlx5 reports back to the application for this QP, its own
+// sizes where it has them (max_send_wr 21 where the kernel echoes the 16
+// asked for).
 func (q *qp) Cap() uverbs.QPCap { return q.lay.cap }
+
+var (
+	_ uverbs.QPCapReporter  = (*qp)(nil)
+	_ uverbs.SRQCapReporter = (*srq)(nil)
+)
+
+// CreatedCap mirrors the end of rdma-core verbs.c: create_qp: max_send_wr,
+// max_recv_wr and max_recv_sge are libmlx5's (sq.max_post, rq.max_post,
+// rq.max_gs); max_send_sge and max_inline_data stay the kernel's answer
+// (libmlx5 told it its own max_inline_data).
+func (q *qp) CreatedCap(k uverbs.QPCap) uverbs.QPCap {
+	k.MaxSendWR, k.MaxRecvWR, k.MaxRecvSGE = q.lay.cap.MaxSendWR, q.lay.cap.MaxRecvWR, q.lay.cap.MaxRecvSGE
+	return k
+}
+
+// QueriedCap mirrors rdma-core verbs.c: mlx5_query_qp: the send sizes are
+// libmlx5's (sq.max_post, sq.max_gs, max_inline_data), the receive sizes
+// the kernel's.
+func (q *qp) QueriedCap(k uverbs.QPCap) uverbs.QPCap {
+	k.MaxSendWR, k.MaxSendSGE, k.MaxInlineData = q.lay.cap.MaxSendWR, q.lay.cap.MaxSendSGE, q.lay.cap.MaxInlineData
+	return k
+}
 
 // Attr is what libmlx5 reports back for this SRQ: max_wr is the free
 // list's usable length, not the 2*max-1 the kernel was told.
 func (s *srq) Attr() uverbs.SRQAttr {
 	return uverbs.SRQAttr{MaxWR: s.q.max - 1, MaxSGE: uint32(s.q.maxGS)}
+}
+
+// CreatedCap mirrors rdma-core verbs.c: mlx5_create_srq after the command:
+// max_wr = srq->tail (the free list's usable length; the kernel was told
+// the wait queue too), max_sge = srq->max_gs.
+func (s *srq) CreatedCap(_, _ uint32) (uint32, uint32) {
+	a := s.Attr()
+	return a.MaxWR, a.MaxSGE
 }

@@ -26,6 +26,7 @@ type qpLayout struct {
 	sqOffset           uint32 // the SQ follows the RQ
 	bufSize            uint32
 	wqeSize            uint32 // SQ WQE size in bytes (a multiple of 64)
+	sqSize             uint32 // bytes; 0 without send WRs
 	cap                uverbs.QPCap
 }
 
@@ -51,32 +52,33 @@ func calcQP(t uverbs.QPType, c uverbs.QPCap, hasSRQ bool, r *abi.Mlx5AllocUconte
 	default:
 		return l, postErr("create qp", syscall.EOPNOTSUPP, "QP type %s", t)
 	}
-	if c.MaxSendWR == 0 {
-		// libmlx5 still builds a minimal SQ; keep one WQE so the math holds.
-		c.MaxSendWR = 1
+	if c.MaxSendWR > 0 {
+		// mlx5_calc_sq_size; without send WRs libmlx5 builds no SQ at all
+		// (wqe_cnt, max_post and max_gs 0).
+		ovh := sqOverhead(t)
+		size := ovh + c.MaxSendSGE*dataSegSize
+		inl := uint32(0)
+		if c.MaxInlineData != 0 {
+			inl = ovh + align(4+c.MaxInlineData, 16)
+		}
+		wqeSize := align(max(size, inl), sendWQEBB)
+		if wqeSize > uint32(r.MaxSQDescSz) {
+			return l, postErr("create qp", syscall.EINVAL, "a %d-byte send WQE exceeds the device's %d", wqeSize, r.MaxSQDescSz)
+		}
+		if c.MaxSendWR > r.MaxSendWQEBB {
+			return l, postErr("create qp", syscall.EINVAL, "max_send_wr %d exceeds the device's %d", c.MaxSendWR, r.MaxSendWQEBB)
+		}
+		sqSize := roundUpPow2(c.MaxSendWR * wqeSize)
+		l.sqWQECnt = sqSize / sendWQEBB
+		if l.sqWQECnt > r.MaxSendWQEBB {
+			return l, postErr("create qp", syscall.EINVAL, "%d send WQEBBs exceed the device's %d", l.sqWQECnt, r.MaxSendWQEBB)
+		}
+		l.wqeSize = wqeSize
+		l.sqSize = sqSize
+		l.cap.MaxSendWR = sqSize / wqeSize
+		l.cap.MaxSendSGE = c.MaxSendSGE
+		l.cap.MaxInlineData = wqeSize - ovh - 4
 	}
-	ovh := sqOverhead(t)
-	size := ovh + c.MaxSendSGE*dataSegSize
-	inl := uint32(0)
-	if c.MaxInlineData != 0 {
-		inl = ovh + align(4+c.MaxInlineData, 16)
-	}
-	wqeSize := align(max(size, inl), sendWQEBB)
-	if wqeSize > uint32(r.MaxSQDescSz) {
-		return l, postErr("create qp", syscall.EINVAL, "a %d-byte send WQE exceeds the device's %d", wqeSize, r.MaxSQDescSz)
-	}
-	if c.MaxSendWR > r.MaxSendWQEBB {
-		return l, postErr("create qp", syscall.EINVAL, "max_send_wr %d exceeds the device's %d", c.MaxSendWR, r.MaxSendWQEBB)
-	}
-	sqSize := roundUpPow2(c.MaxSendWR * wqeSize)
-	l.sqWQECnt = sqSize / sendWQEBB
-	if l.sqWQECnt > r.MaxSendWQEBB {
-		return l, postErr("create qp", syscall.EINVAL, "%d send WQEBBs exceed the device's %d", l.sqWQECnt, r.MaxSendWQEBB)
-	}
-	l.wqeSize = wqeSize
-	l.cap.MaxSendWR = sqSize / wqeSize
-	l.cap.MaxSendSGE = c.MaxSendSGE
-	l.cap.MaxInlineData = wqeSize - ovh - 4
 
 	var rqSize uint32
 	if !hasSRQ && c.MaxRecvWR > 0 {
@@ -94,7 +96,7 @@ func calcQP(t uverbs.QPType, c uverbs.QPCap, hasSRQ bool, r *abi.Mlx5AllocUconte
 		l.cap.MaxRecvSGE = rw / dataSegSize
 	}
 	l.sqOffset = rqSize
-	l.bufSize = rqSize + sqSize
+	l.bufSize = rqSize + l.sqSize
 	return l, nil
 }
 

@@ -109,6 +109,27 @@ type QPDriver interface {
 	Destroy() error
 }
 
+// QPCapReporter is implemented by a QPDriver whose rdma-core counterpart
+// reports queue sizes of its own instead of the kernel's: libmlx5 reports
+// max_send_wr from its ring (create_qp: sq.max_post = wq_size/wqe_size, 21
+// where 16 were asked for and the kernel echoes 16) and mlx5_query_qp
+// overrides the send sizes of QUERY_QP's answer. uverbs calls CreatedCap
+// after CREATE_QP succeeded (its result is QP.Cap) and QueriedCap after
+// QUERY_QP (its result is QP.Query's QPAttr.Cap and QPInitAttr.Cap), with
+// the Context's lock held. A driver without it reports the kernel's sizes.
+type QPCapReporter interface {
+	CreatedCap(kernel QPCap) QPCap
+	QueriedCap(kernel QPCap) QPCap
+}
+
+// SRQCapReporter is QPCapReporter for an SRQ: libmlx5 tells the kernel a
+// larger max_wr than the application may post (mlx5_create_srq's wait
+// queue) and reports its own after CREATE_SRQ. CreatedCap gets the
+// kernel's max_wr and max_sge and returns those SRQ.MaxWR/MaxSGE report.
+type SRQCapReporter interface {
+	CreatedCap(maxWR, maxSGE uint32) (uint32, uint32)
+}
+
 // SRQDriver is a provider's shared receive queue.
 type SRQDriver interface {
 	DriverData() DriverData

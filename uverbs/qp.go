@@ -188,7 +188,9 @@ func (qp *QP) QPN() uint32 { return qp.qpn }
 // Type is the transport.
 func (qp *QP) Type() QPType { return qp.typ }
 
-// Cap is the queue sizes the kernel granted (at least those requested).
+// Cap is the queue sizes granted (at least those requested): the kernel's
+// answer, or the provider's own where its rdma-core counterpart reports
+// those (QPCapReporter; libmlx5's max_send_wr from its ring).
 func (qp *QP) Cap() QPCap { return qp.cap }
 
 // SigAll reports whether every send generates a completion.
@@ -236,6 +238,9 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		func(out []byte) error { return drv.Created(qp, out) }, drv.Destroy)
 	if err != nil {
 		return nil, err
+	}
+	if r, ok := drv.(QPCapReporter); ok {
+		qp.cap = r.CreatedCap(qp.cap)
 	}
 	return qp, nil
 }
@@ -412,6 +417,9 @@ func (qp *QP) Query(mask QPAttrMask) (*QPAttr, *QPInitAttr, error) {
 		MaxRdAtomic: r.MaxRdAtomic, MaxDestRdAtomic: r.MaxDestRdAtomic, MinRNRTimer: r.MinRNRTimer,
 		Port: r.PortNum, Timeout: r.Timeout, RetryCnt: r.RetryCnt, RNRRetry: r.RNRRetry,
 		AltPort: r.AltPortNum, AltTimeout: r.AltTimeout}
+	if rep, ok := qp.drv.(QPCapReporter); ok {
+		a.Cap = rep.QueriedCap(a.Cap)
+	}
 	init := &QPInitAttr{Type: qp.typ, SendCQ: qp.sendCQ, RecvCQ: qp.recvCQ, SRQ: qp.srq, Cap: a.Cap, SigAll: r.SQSigAll != 0}
 	return a, init, nil
 }

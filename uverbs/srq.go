@@ -47,7 +47,8 @@ type SRQ struct {
 // PD returns the protection domain the SRQ was created in.
 func (s *SRQ) PD() *PD { return s.pd }
 
-// MaxWR and MaxSGE are the sizes the kernel granted.
+// MaxWR and MaxSGE are the sizes granted: the kernel's answer, or the
+// provider's own (SRQCapReporter; libmlx5's free-list length).
 func (s *SRQ) MaxWR() uint32  { return s.maxWR.Load() }
 func (s *SRQ) MaxSGE() uint32 { return s.maxSGE }
 
@@ -105,6 +106,11 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr) (*SRQ, error) {
 	}, func(out []byte) error { return drv.Created(s, out) }, drv.Destroy)
 	if err != nil {
 		return nil, err
+	}
+	if r, ok := drv.(SRQCapReporter); ok {
+		wr, sge := r.CreatedCap(s.maxWR.Load(), s.maxSGE)
+		s.maxWR.Store(wr)
+		s.maxSGE = sge
 	}
 	return s, nil
 }
