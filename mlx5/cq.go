@@ -228,6 +228,13 @@ func (c *cqRing) lookup(cqe unsafe.Pointer) (*resource, error) {
 	if r == nil {
 		return nil, &uverbs.Error{Op: "poll cq", Err: fmt.Errorf("%w: CQE names user index %#x, which no QP of this context has", sys.NewErrno(syscall.EIO), uidx)}
 	}
+	raceRetired(unsafe.Pointer(r.sq))
+	if r.rq != nil {
+		raceRetired(unsafe.Pointer(r.rq))
+	}
+	if r.srq != nil {
+		raceRetired(unsafe.Pointer(r.srq))
+	}
 	return r, nil
 }
 
@@ -450,6 +457,59 @@ func errStatus(syndrome uint8) uverbs.WCStatus {
 		return uverbs.WCRemAbortErr
 	}
 	return uverbs.WCGeneralErr
+}
+
+// swOwned reports whether the CQE at index i is software's: written by
+// the device in this pass (rdma-core cq.c: get_sw_cqe).
+func (c *cqRing) swOwned(i uint32) bool {
+	opOwn := *(*uint8)(unsafe.Add(c.cqe(i), offOpOwn))
+	return opOwn>>4 != cqeInvalid && opOwn&cqeOwnerMask == uint8(i&c.ncqe/c.ncqe)
+}
+
+// clean mirrors rdma-core cq.c: __mlx5_cq_clean for cqe_version 1: drop
+// every unpolled CQE of user index uidx (returning the SRQ WQEs its
+// receive completions hold) and move the older CQEs up over them, so that
+// no later poll looks the QP up. The QP is in RESET in the kernel, so no
+// new CQE of it can arrive. Callers hold the CQ's lock.
+func (c *cqRing) clean(uidx uint32, srq *srqQueue) {
+	if c.buf == nil { // the CQ went first (context close)
+		return
+	}
+	prod := c.consIndex
+	for c.swOwned(prod) && prod != c.consIndex+c.ncqe-1 {
+		prod++
+	}
+	var nfreed uint32
+	for prod != c.consIndex {
+		prod--
+		cqe := c.cqe(prod)
+		if get32(cqe, offSrqnUidx)&0xffffff == uidx {
+			if op := *(*uint8)(unsafe.Add(cqe, offOpOwn)) >> 4; srq != nil && isResponder(op) {
+				srq.free(uint32(get16(cqe, offWQECtr)))
+			}
+			nfreed++
+		} else if nfreed > 0 {
+			dest := c.cqe(prod + nfreed)
+			owner := *(*uint8)(unsafe.Add(dest, offOpOwn)) & cqeOwnerMask
+			*(*[cqeSize64]byte)(dest) = *(*[cqeSize64]byte)(cqe)
+			op := (*uint8)(unsafe.Add(dest, offOpOwn))
+			*op = *op&^cqeOwnerMask | owner
+		}
+	}
+	if nfreed > 0 {
+		c.consIndex += nfreed
+		mmio.ToDevice() // the moved CQEs before the consumer index
+		c.dbrec[cqSetCI] = be32(c.consIndex & 0xffffff)
+	}
+}
+
+// isResponder mirrors rdma-core cq.c: is_responder.
+func isResponder(op uint8) bool {
+	switch op {
+	case cqeRespWrImm, cqeRespSend, cqeRespSendImm, cqeRespSendInv, cqeRespErr:
+		return true
+	}
+	return false
 }
 
 // arm mirrors rdma-core cq.c: mlx5_arm_cq.

@@ -325,17 +325,20 @@ func (k *fakeKernel) attach(t testing.TB, p *uverbs.QP, send, recv *uverbs.CQ) *
 
 // connect moves a and b through INIT, RTR, RTS towards each other.
 func connect(t testing.TB, a, b *uverbs.QP) {
-	for _, x := range [][2]*uverbs.QP{{a, b}, {b, a}} {
-		q, peer := x[0], x[1]
-		require.NoError(t, q.Modify(&uverbs.QPAttr{State: uverbs.QPStateInit, Port: 1,
-			AccessFlags: uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead},
-			uverbs.QPAttrState|uverbs.QPAttrPkeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags))
-		require.NoError(t, q.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: uverbs.MTU1024, DestQPN: peer.QPN(),
-			AH: uverbs.AHAttr{DLID: 1, Port: 1}, MaxDestRdAtomic: 1, MinRNRTimer: 12},
-			uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|uverbs.QPAttrRQPSN|
-				uverbs.QPAttrMaxDestRdAtomic|uverbs.QPAttrMinRNRTimer))
-		require.NoError(t, q.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
-			uverbs.QPAttrState|uverbs.QPAttrTimeout|uverbs.QPAttrRetryCnt|uverbs.QPAttrRNRRetry|uverbs.QPAttrSQPSN|
-				uverbs.QPAttrMaxQPRdAtomic))
-	}
+	connectTo(t, a, b.QPN())
+	connectTo(t, b, a.QPN())
+}
+
+// connectTo moves q through INIT, RTR, RTS towards the QP numbered peer.
+func connectTo(t testing.TB, q *uverbs.QP, peer uint32) {
+	require.NoError(t, q.Modify(&uverbs.QPAttr{State: uverbs.QPStateInit, Port: 1,
+		AccessFlags: uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead},
+		uverbs.QPAttrState|uverbs.QPAttrPkeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags))
+	require.NoError(t, q.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: uverbs.MTU1024, DestQPN: peer,
+		AH: uverbs.AHAttr{DLID: 1, Port: 1}, MaxDestRdAtomic: 1, MinRNRTimer: 12},
+		uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|uverbs.QPAttrRQPSN|
+			uverbs.QPAttrMaxDestRdAtomic|uverbs.QPAttrMinRNRTimer))
+	require.NoError(t, q.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
+		uverbs.QPAttrState|uverbs.QPAttrTimeout|uverbs.QPAttrRetryCnt|uverbs.QPAttrRNRRetry|uverbs.QPAttrSQPSN|
+			uverbs.QPAttrMaxQPRdAtomic))
 }

@@ -31,6 +31,8 @@ type qp struct {
 	rq    recvQueue
 	srq   *srq
 	hasRQ bool
+	scq   *cq // the send and receive CQs, cleaned on Destroy
+	rcq   *cq
 }
 
 // NewQP mirrors rdma-core verbs.c: create_qp for RC, UC and UD: the buffer
@@ -76,6 +78,10 @@ func (c *Context) NewQP(attr *uverbs.QPInitAttr) (uverbs.QPDriver, error) {
 	q.rq = recvQueue{wq: wq{wrid: make([]uint64, lay.rqWQECnt), wqeCnt: lay.rqWQECnt, maxPost: lay.cap.MaxRecvWR,
 		maxGS: int(lay.cap.MaxRecvSGE), buf: base, shift: lay.rqShift}, dbrec: dbrec}
 	q.res = resource{typ: attr.Type, sq: &q.sq, rq: &q.rq}
+	if attr.SendCQ != nil && attr.RecvCQ != nil {
+		q.scq, _ = attr.SendCQ.Driver().(*cq)
+		q.rcq, _ = attr.RecvCQ.Driver().(*cq)
+	}
 	if attr.SRQ != nil {
 		s, ok := attr.SRQ.Driver().(*srq)
 		if !ok {
@@ -156,10 +162,31 @@ func (q *qp) PostRecv(wr []uverbs.RecvWR) (int, error) {
 // Destroy takes both queue locks so that a post in flight finishes before
 // the buffer is unmapped and the bfreg returned; later posts see the nil
 // buffer and return ErrClosed.
+//
+// Before that it mirrors rdma-core verbs.c: mlx5_destroy_qp: under both CQ
+// locks it drops the QP's unpolled CQEs (__mlx5_cq_clean, returning SRQ
+// WQEs) and forgets its user index, so a poll running now finishes first
+// and a later one never looks the QP up.
 func (q *qp) Destroy() error {
-	q.ctx.mu.Lock()
-	q.ctx.rsc.clear(q.uidx)
-	q.ctx.mu.Unlock()
+	unlock := lockCQs(q.scq, q.rcq)
+	// Only while the index is still ours: a second Destroy must not clean
+	// or forget a newer QP that reuses it.
+	if q.ctx.rsc.find(q.uidx) == &q.res {
+		if q.rcq != nil {
+			var s *srqQueue
+			if q.srq != nil {
+				s = &q.srq.q
+			}
+			q.rcq.ring.clean(q.uidx, s)
+		}
+		if q.scq != nil && q.scq != q.rcq {
+			q.scq.ring.clean(q.uidx, nil)
+		}
+		q.ctx.mu.Lock()
+		q.ctx.rsc.clear(q.uidx)
+		q.ctx.mu.Unlock()
+	}
+	unlock()
 	q.sqMu.Lock()
 	q.rqMu.Lock()
 	defer q.rqMu.Unlock()
@@ -364,4 +391,27 @@ func (s *srq) Attr() uverbs.SRQAttr {
 func (s *srq) CreatedCap(_, _ uint32) (uint32, uint32) {
 	a := s.Attr()
 	return a.MaxWR, a.MaxSGE
+}
+
+// lockCQs takes the locks of a QP's CQs in CQN order, as rdma-core
+// verbs.c: mlx5_lock_cqs, so that two QPs destroyed at once over the same
+// CQs cannot deadlock. Either may be nil.
+func lockCQs(s, r *cq) (unlock func()) {
+	switch {
+	case s == nil && r == nil:
+		return func() {}
+	case s == nil || s == r:
+		r.mu.Lock()
+		return r.mu.Unlock
+	case r == nil:
+		s.mu.Lock()
+		return s.mu.Unlock
+	}
+	a, b := s, r
+	if b.ring.cqn < a.ring.cqn || (b.ring.cqn == a.ring.cqn && uintptr(unsafe.Pointer(b)) < uintptr(unsafe.Pointer(a))) {
+		a, b = b, a
+	}
+	a.mu.Lock()
+	b.mu.Lock()
+	return func() { b.mu.Unlock(); a.mu.Unlock() }
 }

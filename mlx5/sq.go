@@ -251,6 +251,7 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 		s.wqeHead[idx] = s.head + uint32(nreq)
 		s.curPost += (size*16 + sendWQEBB - 1) / sendWQEBB
 	}
+	racePosted(unsafe.Pointer(s))
 	s.ring(uint32(nreq), inl, size, ctrl)
 	return nreq, err
 }
@@ -389,6 +390,7 @@ func (r *recvQueue) post(wrs []uverbs.RecvWR) (int, error) {
 		ind = (ind + 1) & (r.wqeCnt - 1)
 	}
 	if nreq > 0 {
+		racePosted(unsafe.Pointer(r))
 		r.head += uint32(nreq)
 		mmio.ToDevice()
 		r.dbrec[rcvDBR] = be32(r.head & 0xffff)

@@ -85,6 +85,7 @@ func (s *srqQueue) post(wrs []uverbs.RecvWR) (int, error) {
 		}
 	}
 	if nreq > 0 {
+		racePosted(unsafe.Pointer(s))
 		s.count += uint32(nreq)
 		mmio.ToDevice()
 		*s.dbrec = be32(s.count)
