@@ -3,6 +3,7 @@ package mlx5
 import (
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ibgo/ibgo/uverbs"
@@ -88,19 +89,23 @@ func (d *devModel) writeCQE(c *cqRing, fill func(p unsafe.Pointer)) {
 		dc.overrun = true // the HCA raises a CQ error event and drops the CQE
 		return
 	}
-	p := c.cqe(dc.pi)
-	*(*[64]byte)(p) = [64]byte{}
+	// The CQE is built aside and op_own stored last, so that a poller
+	// running meanwhile never sees a half-written CQE in this pass's
+	// ownership (zeroing the slot in place would show it opcode 0, owner 0).
+	var cqe [64]byte
+	tmp := unsafe.Pointer(&cqe)
 	// Success CQEs carry the completion time at 48; an error CQE's fill
 	// overwrites those bytes with its syndromes, as in mlx5_err_cqe.
 	d.now += 1000
-	*(*uint64)(unsafe.Add(p, offTimestamp)) = be64(d.now)
-	fill(p)
+	*(*uint64)(unsafe.Add(tmp, offTimestamp)) = be64(d.now)
+	fill(tmp)
 	owner := uint8(0)
 	if dc.pi&c.ncqe != 0 {
 		owner = 1
 	}
-	op := *(*uint8)(unsafe.Add(p, offOpOwn))
-	*(*uint8)(unsafe.Add(p, offOpOwn)) = op&0xf0 | owner
+	p := c.cqe(dc.pi)
+	copy((*[64]byte)(p)[:offOpOwn], cqe[:offOpOwn])
+	(*atomic.Uint32)(unsafe.Add(p, 60)).Store(*(*uint32)(unsafe.Add(tmp, 60))&^(0xff<<24) | uint32(cqe[offOpOwn]&0xf0|owner)<<24)
 	dc.pi++
 }
 

@@ -42,15 +42,18 @@ type fakeKernel struct {
 	cmds    []uint32                    // write commands seen, in order (write(2) and INVOKE_WRITE)
 	writes  int                         // commands that came through write(2)
 	qpReq   map[uint32]abi.Mlx5CreateQP // QP handle -> its driver request
+	ioctl   bool                        // answer the ioctl methods (else ENOTTY: write(2) only)
+	invoked int                         // write commands that came through INVOKE_WRITE
+	methods [][2]uint16                 // ioctl (object, method) pairs seen, in order
 	cqFlags []uint32                    // create-CQ flags seen, in order
 }
 
 const fakeUverbsPath = "/ibgo-fake/infiniband/uverbs0"
 
-func newFakeKernel(t testing.TB) *fakeKernel {
+func newFakeKernel(t testing.TB, ioctl bool) *fakeKernel {
 	k := &fakeKernel{t: t, path: fakeUverbsPath, raw: -1, dev: newDevModel(), next: 1, qpn: 0x1a0, cqn: 0x400,
 		uar: map[int64][]byte{}, mrs: map[uint32]uint32{}, qpDest: map[uint32]uint32{}, handles: map[uint32]uint32{},
-		bfreg: 2, qpReq: map[uint32]abi.Mlx5CreateQP{}}
+		bfreg: 2, qpReq: map[uint32]abi.Mlx5CreateQP{}, ioctl: ioctl}
 	restore, err := sys.InstallFakeKernel(k)
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -60,6 +63,15 @@ func newFakeKernel(t testing.TB) *fakeKernel {
 		}
 	})
 	return k
+}
+
+// overBoth runs f over a kernel without the ioctl framework (every command
+// through write(2)) and over one with it (the native create/destroy
+// methods, GET_CONTEXT and ASYNC_EVENT_ALLOC, the rest through
+// INVOKE_WRITE), as uverbs chooses by itself.
+func overBoth(t *testing.T, f func(t *testing.T, ioctl bool)) {
+	t.Run("write", func(t *testing.T) { f(t, false) })
+	t.Run("ioctl", func(t *testing.T) { f(t, true) })
 }
 
 // device is the uverbs.Device a discovery would report for the fake.
@@ -87,11 +99,157 @@ func (k *fakeKernel) mine(raw int) bool {
 	return raw == k.raw && raw >= 0
 }
 
-func (k *fakeKernel) Ioctl(raw int, _ uintptr, _ unsafe.Pointer) (bool, error) {
+// Ioctl refuses every ioctl with ENOTTY (a kernel without the ioctl
+// framework: uverbs falls back to write(2)) unless k.ioctl is set; then it
+// answers the methods a 5.6+ kernel has as the vectors' emulated kernel
+// does (ioctlMethod) and the write commands through INVOKE_WRITE.
+func (k *fakeKernel) Ioctl(raw int, req uintptr, arg unsafe.Pointer) (bool, error) {
 	if !k.mine(raw) {
 		return false, nil
 	}
-	return true, sys.NewErrno(sys.ENOTTY)
+	if !k.ioctl {
+		return true, sys.NewErrno(sys.ENOTTY)
+	}
+	h := (*abi.IoctlHdr)(arg)
+	if req != abi.RDMA_VERBS_IOCTL || h.DriverID != abi.RDMA_DRIVER_MLX5 ||
+		int(h.Length) != int(unsafe.Sizeof(*h))+int(h.NumAttrs)*int(unsafe.Sizeof(abi.Attr{})) {
+		return true, sys.NewErrno(sys.EINVAL)
+	}
+	a := fkAttrs(unsafe.Slice((*abi.Attr)(unsafe.Add(arg, unsafe.Sizeof(*h))), h.NumAttrs))
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.methods = append(k.methods, [2]uint16{h.ObjectID, h.MethodID})
+	efault = false
+	err := k.ioctlMethod(h.ObjectID, h.MethodID, a)
+	if efault && err == nil {
+		err = sys.NewErrno(sys.EFAULT)
+	}
+	return true, err
+}
+
+// fkAttrs are one ioctl's attributes, read and answered in place as the
+// kernel does (uverbs_ioctl.c: new handles and fds into data, outputs
+// copied to the user pointer and flagged VALID_OUTPUT).
+type fkAttrs []abi.Attr
+
+func (a fkAttrs) find(id uint16) *abi.Attr {
+	for i := range a {
+		if a[i].AttrID == id {
+			return &a[i]
+		}
+	}
+	return nil
+}
+
+// in is a PTR_IN payload: inline in data up to 8 bytes, else at data.
+func (a fkAttrs) in(id uint16) []byte {
+	x := a.find(id)
+	switch {
+	case x == nil:
+		return nil
+	case x.Len <= 8:
+		return unsafe.Slice((*byte)(unsafe.Pointer(&x.Data)), x.Len)
+	}
+	return unsafe.Slice((*byte)(ptr(x.Data)), x.Len)
+}
+
+func (a fkAttrs) u32(id uint16) uint32 {
+	if b := a.in(id); len(b) >= 4 {
+		return binary.LittleEndian.Uint32(b)
+	}
+	return 0
+}
+
+// out is a PTR_OUT buffer, flagged written.
+func (a fkAttrs) out(id uint16) []byte {
+	x := a.find(id)
+	if x == nil {
+		return nil
+	}
+	x.Flags |= abi.UVERBS_ATTR_F_VALID_OUTPUT
+	return unsafe.Slice((*byte)(ptr(x.Data)), x.Len)
+}
+
+func (a fkAttrs) set(id uint16, v uint64) {
+	if x := a.find(id); x != nil {
+		x.Data = v
+	}
+}
+
+func le32Bytes(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
+
+// ioctlMethod answers one ioctl method. Callers hold k.mu.
+func (k *fakeKernel) ioctlMethod(obj, method uint16, a fkAttrs) error {
+	hnd := k.next
+	switch [2]uint16{obj, method} {
+	case [2]uint16{abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_INVOKE_WRITE}:
+		cmd := uint32(a.find(abi.UVERBS_ATTR_WRITE_CMD).Data)
+		ext := cmd&abi.IB_USER_VERBS_CMD_FLAG_EXTENDED != 0
+		cmd &^= abi.IB_USER_VERBS_CMD_FLAG_EXTENDED
+		if a.find(abi.UVERBS_ATTR_CORE_IN) == nil && cmd == abi.IB_USER_VERBS_CMD_QUERY_DEVICE {
+			// has_ioctl_write's probe: a kernel with INVOKE_WRITE finds the
+			// response buffer missing.
+			return sys.NewErrno(sys.ENOSPC)
+		}
+		k.invoked++
+		return k.command(cmd, ext, a.in(abi.UVERBS_ATTR_CORE_IN), a.in(abi.UVERBS_ATTR_UHW_IN),
+			a.out(abi.UVERBS_ATTR_CORE_OUT), a.out(abi.UVERBS_ATTR_UHW_OUT))
+	case [2]uint16{abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_GET_CONTEXT}:
+		copy(a.out(abi.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS), le32Bytes(1))
+		clear(a.out(abi.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT))
+		put(a.out(abi.UVERBS_ATTR_UHW_OUT), k.ctxResp())
+	case [2]uint16{abi.UVERBS_OBJECT_ASYNC_EVENT, abi.UVERBS_METHOD_ASYNC_EVENT_ALLOC}:
+		r, w, err := sys.Pipe()
+		if err != nil {
+			return err
+		}
+		k.asyncW = w
+		a.set(abi.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE, uint64(r.Int()))
+	case [2]uint16{abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_CREATE}:
+		var flags uint32
+		if x := a.find(abi.UVERBS_ATTR_CREATE_CQ_FLAGS); x != nil {
+			flags = uint32(x.Data)
+		}
+		k.cqFlags = append(k.cqFlags, flags)
+		copy(a.out(abi.UVERBS_ATTR_CREATE_CQ_RESP_CQE), le32Bytes(a.u32(abi.UVERBS_ATTR_CREATE_CQ_CQE)))
+		put(a.out(abi.UVERBS_ATTR_UHW_OUT), abi.Mlx5CreateCQResp{CQN: k.cqn})
+		k.cqn++
+		a.set(abi.UVERBS_ATTR_CREATE_CQ_HANDLE, uint64(hnd))
+		k.next++
+	case [2]uint16{abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE}:
+		c := a.in(abi.UVERBS_ATTR_CREATE_QP_CAP)
+		if len(c) != int(unsafe.Sizeof(abi.QPCap{})) {
+			return sys.NewErrno(sys.EINVAL)
+		}
+		put(a.out(abi.UVERBS_ATTR_CREATE_QP_RESP_CAP), *(*abi.QPCap)(unsafe.Pointer(&c[0])))
+		copy(a.out(abi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM), le32Bytes(k.qpn))
+		k.createdQP(hnd, a.in(abi.UVERBS_ATTR_UHW_IN), a.out(abi.UVERBS_ATTR_UHW_OUT))
+		a.set(abi.UVERBS_ATTR_CREATE_QP_HANDLE, uint64(hnd))
+		k.next++
+	case [2]uint16{abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_CREATE}:
+		copy(a.out(abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR), le32Bytes(a.u32(abi.UVERBS_ATTR_CREATE_SRQ_MAX_WR)))
+		copy(a.out(abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE), le32Bytes(a.u32(abi.UVERBS_ATTR_CREATE_SRQ_MAX_SGE)))
+		copy(a.out(abi.UVERBS_ATTR_CREATE_SRQ_RESP_SRQ_NUM), le32Bytes(k.cqn))
+		put(a.out(abi.UVERBS_ATTR_UHW_OUT), abi.Mlx5CreateSRQResp{SRQN: k.cqn})
+		k.cqn++
+		a.set(abi.UVERBS_ATTR_CREATE_SRQ_HANDLE, uint64(hnd))
+		k.next++
+	case [2]uint16{abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_DESTROY}:
+		clear(a.out(abi.UVERBS_ATTR_DESTROY_CQ_RESP)) // no events reported
+	case [2]uint16{abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_DESTROY}:
+		clear(a.out(abi.UVERBS_ATTR_DESTROY_QP_RESP))
+	case [2]uint16{abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_DESTROY}:
+		clear(a.out(abi.UVERBS_ATTR_DESTROY_SRQ_RESP))
+	case [2]uint16{abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_MR_DESTROY}:
+		k.deregMR(uint32(a.find(abi.UVERBS_ATTR_DESTROY_MR_HANDLE).Data))
+	case [2]uint16{abi.UVERBS_OBJECT_PD, abi.UVERBS_METHOD_PD_DESTROY},
+		[2]uint16{abi.UVERBS_OBJECT_AH, abi.UVERBS_METHOD_AH_DESTROY}:
+	default:
+		// A method this kernel does not have: uverbs falls back to the
+		// write command (through INVOKE_WRITE).
+		return sys.NewErrno(sys.EPROTONOSUPPORT)
+	}
+	return nil
 }
 
 func (k *fakeKernel) Mmap(raw int, off int64, n, _, _ int) ([]byte, bool, error) {
