@@ -503,6 +503,35 @@ func (c *cqRing) clean(uidx uint32, srq *srqQueue) {
 	}
 }
 
+// resizeCopy mirrors rdma-core cq.c: mlx5_cq_resize_copy_cqes: the CQEs
+// from the consumer index up to the HCA's RESIZE_CQ CQE move to the new
+// ring (of n entries) one slot further on, with the new ring's ownership
+// bits; the consumer index then steps over the resize CQE's slot. Callers
+// hold the CQ's lock.
+func (c *cqRing) resizeCopy(nbuf unsafe.Pointer, n uint32) error {
+	dst := cqRing{buf: nbuf, ncqe: n}
+	i := c.consIndex
+	for {
+		if !c.swOwned(i) {
+			return &uverbs.Error{Op: "resize cq", Err: fmt.Errorf("%w: CQE %d of the old ring is not software's before the resize CQE", sys.NewErrno(syscall.EIO), i)}
+		}
+		scqe := c.cqe(i)
+		if *(*uint8)(unsafe.Add(scqe, offOpOwn))>>4 == cqeResizeCQ {
+			break
+		}
+		if i-c.consIndex >= c.ncqe {
+			return &uverbs.Error{Op: "resize cq", Err: fmt.Errorf("%w: no resize CQE in the old ring", sys.NewErrno(syscall.EIO))}
+		}
+		d := dst.cqe(i + 1)
+		*(*[cqeSize64]byte)(d) = *(*[cqeSize64]byte)(scqe)
+		op := (*uint8)(unsafe.Add(d, offOpOwn))
+		*op = *op&^cqeOwnerMask | uint8((i+1)&n/n)
+		i++
+	}
+	c.consIndex++
+	return nil
+}
+
 // isResponder mirrors rdma-core cq.c: is_responder.
 func isResponder(op uint8) bool {
 	switch op {

@@ -44,6 +44,9 @@ type fakeKernel struct {
 	qpReq   map[uint32]abi.Mlx5CreateQP // QP handle -> its driver request
 	ioctl   bool                        // answer the ioctl methods (else ENOTTY: write(2) only)
 	invoked int                         // write commands that came through INVOKE_WRITE
+	cqBuf   map[uint32]uint64           // CQ handle -> its ring's address
+	rings   []*cqRing                   // provider rings (watchCQ)
+	resized int                         // RESIZE_CQ commands that moved a ring
 	methods [][2]uint16                 // ioctl (object, method) pairs seen, in order
 	cqFlags []uint32                    // create-CQ flags seen, in order
 }
@@ -53,7 +56,8 @@ const fakeUverbsPath = "/ibgo-fake/infiniband/uverbs0"
 func newFakeKernel(t testing.TB, ioctl bool) *fakeKernel {
 	k := &fakeKernel{t: t, path: fakeUverbsPath, raw: -1, dev: newDevModel(), next: 1, qpn: 0x1a0, cqn: 0x400,
 		uar: map[int64][]byte{}, mrs: map[uint32]uint32{}, qpDest: map[uint32]uint32{}, handles: map[uint32]uint32{},
-		bfreg: 2, qpReq: map[uint32]abi.Mlx5CreateQP{}, ioctl: ioctl}
+		bfreg: 2, qpReq: map[uint32]abi.Mlx5CreateQP{}, ioctl: ioctl,
+		cqBuf: map[uint32]uint64{}}
 	restore, err := sys.InstallFakeKernel(k)
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -212,8 +216,7 @@ func (k *fakeKernel) ioctlMethod(obj, method uint16, a fkAttrs) error {
 		}
 		k.cqFlags = append(k.cqFlags, flags)
 		copy(a.out(abi.UVERBS_ATTR_CREATE_CQ_RESP_CQE), le32Bytes(a.u32(abi.UVERBS_ATTR_CREATE_CQ_CQE)))
-		put(a.out(abi.UVERBS_ATTR_UHW_OUT), abi.Mlx5CreateCQResp{CQN: k.cqn})
-		k.cqn++
+		k.createdCQ(hnd, a.in(abi.UVERBS_ATTR_UHW_IN), a.out(abi.UVERBS_ATTR_UHW_OUT))
 		a.set(abi.UVERBS_ATTR_CREATE_CQ_HANDLE, uint64(hnd))
 		k.next++
 	case [2]uint16{abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE}:
@@ -332,6 +335,12 @@ func legacyCoreIn(cmd uint32, ext bool) int {
 	switch {
 	case cmd == abi.IB_USER_VERBS_CMD_CREATE_QP:
 		return int(unsafe.Sizeof(abi.CreateQP{}))
+	case cmd == abi.IB_USER_VERBS_CMD_CREATE_CQ && ext:
+		return int(unsafe.Sizeof(abi.ExCreateCQ{}))
+	case cmd == abi.IB_USER_VERBS_CMD_CREATE_CQ:
+		return int(unsafe.Sizeof(abi.CreateCQ{}))
+	case cmd == abi.IB_USER_VERBS_CMD_RESIZE_CQ:
+		return int(unsafe.Sizeof(abi.ResizeCQ{}))
 	}
 	return 0
 }
@@ -350,6 +359,8 @@ func legacyCoreOut(cmd uint32, ext bool) int {
 		return int(unsafe.Sizeof(abi.CreateSRQResp{}))
 	case cmd == abi.IB_USER_VERBS_CMD_CREATE_AH:
 		return int(unsafe.Sizeof(abi.CreateAHResp{}))
+	case cmd == abi.IB_USER_VERBS_CMD_RESIZE_CQ:
+		return int(unsafe.Sizeof(abi.ResizeCQResp{}))
 	}
 	return 0
 }
@@ -397,8 +408,14 @@ func (k *fakeKernel) command(cmd uint32, ext bool, body, uhwIn, out, uhwOut []by
 			in := (*abi.CreateCQ)(unsafe.Pointer(&body[0]))
 			put(out, abi.CreateCQResp{CQHandle: hnd, CQE: in.CQE})
 		}
-		put(uhwOut, abi.Mlx5CreateCQResp{CQN: k.cqn})
-		k.cqn++
+		k.createdCQ(hnd, uhwIn, uhwOut)
+	case abi.IB_USER_VERBS_CMD_RESIZE_CQ:
+		in := (*abi.ResizeCQ)(unsafe.Pointer(&body[0]))
+		n, err := k.resizeCQ(in.CQHandle, in.CQE, uhwIn)
+		if err != nil {
+			return err
+		}
+		put(out, abi.ResizeCQResp{CQE: n - 1})
 	case abi.IB_USER_VERBS_CMD_CREATE_QP:
 		in := (*abi.CreateQP)(unsafe.Pointer(&body[0]))
 		put(out, abi.CreateQPResp{QPHandle: hnd, QPN: k.qpn, MaxSendWR: in.MaxSendWR, MaxRecvWR: in.MaxRecvWR,
@@ -441,6 +458,56 @@ func (k *fakeKernel) ctxResp() abi.Mlx5AllocUcontextResp {
 }
 
 func (k *fakeKernel) deregMR(h uint32) { delete(k.dev.mrs, k.mrs[h]) }
+
+// createdCQ records a new CQ's ring address and writes the mlx5 driver
+// response (the CQN).
+func (k *fakeKernel) createdCQ(hnd uint32, uhwIn, uhwOut []byte) {
+	if len(uhwIn) >= 8 {
+		k.cqBuf[hnd] = binary.LittleEndian.Uint64(uhwIn)
+	}
+	put(uhwOut, abi.Mlx5CreateCQResp{CQN: k.cqn})
+	k.cqn++
+}
+
+// watchCQ tells the fake which provider ring a CQ is, so that RESIZE_CQ
+// can act as the HCA on it.
+func (k *fakeKernel) watchCQ(c *uverbs.CQ) {
+	k.mu.Lock()
+	k.rings = append(k.rings, &c.Driver().(*cq).ring)
+	k.mu.Unlock()
+}
+
+// resizeCQ is mlx5_ib_resize_cq with the HCA's part: the same size is
+// answered at once; otherwise the HCA writes a RESIZE_CQ CQE into the old
+// ring and continues in the new one the driver request names (the device
+// model follows the provider's ring, which the provider switches after
+// copying). It returns the new number of entries.
+func (k *fakeKernel) resizeCQ(hnd, cqe uint32, uhwIn []byte) (uint32, error) {
+	n := roundUpPow2(cqe + 1)
+	var ring *cqRing
+	for _, r := range k.rings {
+		if uint64(uintptr(r.buf)) == k.cqBuf[hnd] {
+			ring = r
+		}
+	}
+	if ring == nil {
+		return 0, sys.NewErrno(sys.EINVAL) // the test did not watchCQ it
+	}
+	if n == ring.ncqe {
+		return n, nil
+	}
+	if len(uhwIn) < int(unsafe.Sizeof(abi.Mlx5ResizeCQ{})) {
+		return 0, sys.NewErrno(sys.EINVAL)
+	}
+	req := (*abi.Mlx5ResizeCQ)(unsafe.Pointer(&uhwIn[0]))
+	if req.CQESize != cqeSize64 {
+		return 0, sys.NewErrno(sys.EINVAL)
+	}
+	k.dev.writeCQE(ring, func(p unsafe.Pointer) { *(*uint8)(unsafe.Add(p, offOpOwn)) = cqeResizeCQ << 4 })
+	k.cqBuf[hnd] = req.BufAddr
+	k.resized++
+	return n, nil
+}
 
 // createdQP records a new QP (its QPN and driver request) and writes the
 // mlx5 driver response: the next bfreg.

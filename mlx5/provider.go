@@ -272,6 +272,11 @@ type cq struct {
 	req  abi.Mlx5CreateCQ
 	mu   sync.Mutex
 	ring cqRing
+
+	// Between ResizeData and Resized (under mu): the new ring.
+	resizeReq abi.Mlx5ResizeCQ
+	resizeMem []byte
+	resizeN   uint32
 }
 
 func (q *cq) DriverData() uverbs.DriverData {
@@ -320,20 +325,61 @@ func (q *cq) Event() {
 	q.mu.Unlock()
 }
 
-// errCQResize: resizing an mlx5 CQ needs a new ring and copying the
-// unpolled CQEs over (rdma-core mlx5_resize_cq), not implemented. Without
-// the driver request (struct mlx5_ib_resize_cq) the kernel would fail
-// RESIZE_CQ with a misleading errno, so the command is not sent at all.
-var errCQResize = fmt.Errorf("%w: resizing an mlx5 CQ (mlx5_resize_cq's new ring and CQE copy are not implemented)", uverbs.ErrNotSupported)
-
-// ResizeData refuses: uverbs sends no RESIZE_CQ (DriverData.Refuse).
-func (q *cq) ResizeData(cqe int) uverbs.DriverData { return uverbs.DriverData{Refuse: errCQResize} }
-
-func (q *cq) Resized(_ *uverbs.CQ, _ []byte, err error) error {
+// ResizeData mirrors the first half of rdma-core verbs.c: mlx5_resize_cq:
+// under the CQ's lock (held until Resized, so Poll waits) a new ring of
+// roundup_pow2(cqe+1) CQEs, all invalid and hardware-owned, named in the
+// driver request (struct mlx5_ib_resize_cq: buf_addr, cqe_size 64). The
+// HCA keeps writing the old ring until it writes a RESIZE_CQ CQE there,
+// then continues in the new one. For the same size libmlx5 sends nothing;
+// here the command goes out with the current ring, which the kernel
+// answers at once without touching it (mlx5_ib_resize_cq: entries ==
+// cqe+1 returns 0), because uverbs has no "nothing to send" answer.
+func (q *cq) ResizeData(cqe int) uverbs.DriverData {
+	q.mu.Lock() // released by Resized, always
+	if q.mem == nil {
+		return uverbs.DriverData{Refuse: uverbs.ErrClosed}
+	}
+	if cqe <= 0 || cqe > 1<<24-1 {
+		return uverbs.DriverData{Refuse: postErr("resize cq", syscall.EINVAL, "cqe %d", cqe)}
+	}
+	ncqe := roundUpPow2(uint32(cqe) + 1)
+	q.resizeReq = abi.Mlx5ResizeCQ{BufAddr: sys.Addr(q.mem), CQESize: cqeSize64}
+	if ncqe == q.ring.ncqe {
+		return uverbs.DriverData{In: driverBytes(&q.resizeReq)}
+	}
+	buf, err := sys.MmapAnon(pageRound(int(ncqe)*cqeSize64), 0)
 	if err != nil {
+		return uverbs.DriverData{Refuse: fmt.Errorf("mlx5: CQ resize buffer: %w", err)}
+	}
+	q.resizeMem, q.resizeN = buf, ncqe
+	(&cqRing{buf: unsafe.Pointer(&buf[0]), ncqe: ncqe}).initCQEs()
+	q.resizeReq.BufAddr = sys.Addr(buf)
+	return uverbs.DriverData{In: driverBytes(&q.resizeReq)}
+}
+
+// Resized mirrors the second half of mlx5_resize_cq: after the kernel
+// accepted, the unpolled CQEs move to the new ring
+// (mlx5_cq_resize_copy_cqes) and the old one is freed; on error the new
+// one is. Either way the CQ's lock is released.
+func (q *cq) Resized(_ *uverbs.CQ, _ []byte, err error) error {
+	defer q.mu.Unlock()
+	nb, n := q.resizeMem, q.resizeN
+	q.resizeMem, q.resizeN = nil, 0
+	if err != nil || nb == nil {
+		if nb != nil {
+			sys.Munmap(nb)
+		}
 		return err
 	}
-	return errCQResize // not reached: ResizeData refuses
+	cerr := q.ring.resizeCopy(unsafe.Pointer(&nb[0]), n)
+	// Like libmlx5, the new ring is used even when the copy went wrong:
+	// the HCA writes there now.
+	old := q.mem
+	q.mem, q.ring.buf, q.ring.ncqe = nb, unsafe.Pointer(&nb[0]), n
+	if err := sys.Munmap(old); err != nil && cerr == nil {
+		cerr = err
+	}
+	return cerr
 }
 
 func (q *cq) Destroy() error {

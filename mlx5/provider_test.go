@@ -2,13 +2,16 @@ package mlx5
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"os"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ibgo/ibgo/internal/sys"
 	"github.com/ibgo/ibgo/uverbs"
 )
 
@@ -56,18 +59,32 @@ func TestFormatFWVer(t *testing.T) {
 	require.Equal(t, "16.0.0042", (&Context{}).FormatFWVer(16<<32|42))
 }
 
-// mlx5 cannot resize a CQ (ring copy not implemented) or an SRQ (the
-// kernel refuses max_wr): the request is refused before it is sent, as
-// ErrNotSupported, instead of going to the kernel with no driver data.
-// Arming the SRQ limit is still sent.
-func TestResizeRefusedBeforeSending(t *testing.T) {
+// mlx5 cannot resize an SRQ (the kernel refuses max_wr): the request is
+// refused before it is sent, as ErrNotSupported, instead of going to the
+// kernel. Arming the SRQ limit is still sent. A CQ resize request names a
+// new ring of 64-byte CQEs (struct mlx5_ib_resize_cq); a failed command
+// frees it and releases the CQ.
+func TestResizeDriverData(t *testing.T) {
 	c := testContext()
 	defer c.Close()
 	d, err := c.NewCQ(&uverbs.CQInitAttr{CQE: 7})
 	require.NoError(t, err)
 	defer d.Destroy()
-	require.ErrorIs(t, d.ResizeData(64).Refuse, uverbs.ErrNotSupported)
-	require.ErrorIs(t, d.Resized(nil, nil, nil), uverbs.ErrNotSupported)
+	dd := d.ResizeData(64)
+	require.NoError(t, dd.Refuse)
+	require.Len(t, dd.In, 16)
+	q := d.(*cq)
+	require.Equal(t, uint32(128), q.resizeN)
+	require.Equal(t, uint64(uintptr(unsafe.Pointer(&q.resizeMem[0]))), binary.LittleEndian.Uint64(dd.In))
+	require.Equal(t, uint16(64), binary.LittleEndian.Uint16(dd.In[8:]))
+	require.ErrorIs(t, d.Resized(nil, nil, sys.NewErrno(sys.ENOMEM)), sys.ENOMEM)
+	require.Nil(t, q.resizeMem, "the new ring is freed")
+	require.Equal(t, uint32(8), q.ring.ncqe, "the old ring stays")
+	require.True(t, q.mu.TryLock(), "Resized released the CQ")
+	q.mu.Unlock()
+	dd = d.ResizeData(0)
+	require.ErrorIs(t, dd.Refuse, sys.EINVAL)
+	require.ErrorIs(t, d.Resized(nil, nil, dd.Refuse), sys.EINVAL)
 
 	sd, err := c.NewSRQ(&uverbs.SRQInitAttr{MaxWR: 15, MaxSGE: 1})
 	require.NoError(t, err)
