@@ -3,6 +3,7 @@ package mlx5
 import (
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -58,4 +59,32 @@ func TestScatterToUnregisteredMemoryIsLocProt(t *testing.T) {
 	accept := func(uint32, uint64, int) []byte { return dst }
 	require.Equal(t, uverbs.WCSuccess, copyToScat(accept, memPtr(scat), memPtr(data), 32, 1))
 	require.Equal(t, data[:32], dst)
+}
+
+// copySmall copies exactly [0, n) for every size inline data can have,
+// from and to unaligned addresses, touching nothing around it.
+func TestCopySmall(t *testing.T) {
+	src := make([]byte, 300)
+	for i := range src {
+		src[i] = byte(i*7 + 1)
+	}
+	for n := 0; n <= 260; n++ {
+		for _, off := range []int{0, 1, 4, 13} {
+			dst := make([]byte, 300)
+			for i := range dst {
+				dst[i] = 0xee
+			}
+			if n > 0 {
+				copySmall(unsafe.Pointer(&dst[off+8]), unsafe.Pointer(&src[off]), n)
+			}
+			want := make([]byte, 300)
+			for i := range want {
+				want[i] = 0xee
+			}
+			copy(want[off+8:], src[off:off+n])
+			if string(dst) != string(want) {
+				t.Fatalf("n=%d off=%d: copy differs", n, off)
+			}
+		}
+	}
 }

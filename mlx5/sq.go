@@ -93,7 +93,7 @@ func (s *sendQueue) wqe(idx uint32) unsafe.Pointer {
 	return unsafe.Add(s.buf, uintptr(idx&(s.wqeCnt-1))<<sendWQEBBSh)
 }
 
-var mlx5Opcode = [...]uint8{
+var mlx5Opcode = [16]uint8{
 	uverbs.WRRDMAWrite:         opRDMAWrite,
 	uverbs.WRRDMAWriteWithImm:  opRDMAWriteImm,
 	uverbs.WRSend:              opSend,
@@ -107,6 +107,11 @@ var mlx5Opcode = [...]uint8{
 // post mirrors rdma-core providers/mlx5/qp.c: _mlx5_post_send for RC, UC
 // and UD, and post_send_db. It returns how many work requests it posted;
 // on error wr[n] is the one that failed and the ones before it were rung.
+//
+// The WQE stores go through unsafe pointers, which the compiler must assume
+// may alias s: the queue's fields are read into locals once, so that they
+// are not reloaded after every store, and the control segment is written
+// as two 8-byte words.
 func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 	var (
 		nreq int
@@ -115,108 +120,133 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 		size uint32
 		inl  bool
 	)
-	if s.buf == nil { // destroyed (qp.Destroy, under the same lock)
+	buf, end := s.buf, s.end
+	if buf == nil { // destroyed (qp.Destroy, under the same lock)
 		return 0, uverbs.ErrClosed
 	}
+	curPost, head := s.curPost, s.head
+	// wrid and wqeHead have wqeCnt entries, a power of two: indexing them
+	// with a mask derived from their length needs no bounds check.
+	wrid := s.wrid
+	if len(wrid) == 0 { // no SQ (max_send_wr 0): every post is "full"
+		if len(wrs) == 0 {
+			return 0, nil
+		}
+		return 0, errSQFull
+	}
+	wqeHead := s.wqeHead[:len(wrid)]
+	mask := uint32(len(wrid) - 1)
+	qpnDS, sig, maxGS, maxInline, local := s.qpn<<8, s.sigBits, s.maxGS, s.maxInline, s.local
+	var kinds *[16]uint8
+	if t := uint(s.qpType); t < uint(len(opKinds)) {
+		kinds = &opKinds[t]
+	} else {
+		kinds = &opKinds[0] // nothing allowed
+	}
+	// mlx5_wq_overflow: the tail is read again only when the queue looks full.
+	room := int(s.maxPost) - int(head-s.tail.Load())
 	for nreq = 0; nreq < len(wrs); nreq++ {
 		wr := &wrs[nreq]
-		if int(wr.Opcode) >= len(mlx5Opcode) || mlx5Opcode[wr.Opcode] == 0 {
-			err = postErr("post send", syscall.EINVAL, "opcode %s is not supported", wr.Opcode)
+		var kind uint8
+		if uint(wr.Opcode) < uint(len(kinds)) {
+			kind = kinds[wr.Opcode]
+		}
+		if kind == 0 {
+			if uint(wr.Opcode) >= uint(len(mlx5Opcode)) || mlx5Opcode[wr.Opcode] == 0 {
+				err = postErr("post send", syscall.EINVAL, "opcode %s is not supported", wr.Opcode)
+			} else {
+				err = postErr("post send", syscall.EINVAL, "%s on a %s QP", wr.Opcode, s.qpType)
+			}
 			break
 		}
-		op := mlx5Opcode[wr.Opcode]
-		if s.overflow(uint32(nreq)) {
-			err = errSQFull
+		op := mlx5Opcode[wr.Opcode&15]
+		sgl, flags := wr.SGL, wr.Flags
+		if nreq >= room {
+			if room = int(s.maxPost) - int(head-s.tail.Load()); nreq >= room {
+				err = errSQFull
+				break
+			}
+		}
+		if len(sgl) > maxGS {
+			err = postErr("post send", syscall.ENOMEM, "%d SGEs, the QP takes %d", len(sgl), maxGS)
 			break
 		}
-		if len(wr.SGL) > s.maxGS {
-			err = postErr("post send", syscall.ENOMEM, "%d SGEs, the QP takes %d", len(wr.SGL), s.maxGS)
-			break
-		}
-		idx := s.curPost & (s.wqeCnt - 1)
-		ctrl = s.wqe(idx)
+		idx := curPost & mask
+		ctrl = unsafe.Add(buf, uintptr(idx)<<sendWQEBBSh)
 		seg := unsafe.Add(ctrl, ctrlSegSize)
-		*(*uint32)(unsafe.Add(ctrl, 8)) = 0
 		var imm uint32
-		switch wr.Opcode {
-		case uverbs.WRSendWithImm, uverbs.WRRDMAWriteWithImm, uverbs.WRSendWithInv:
+		if opHasImm[op] {
 			imm = be32(wr.Imm) // send_ieth: imm_data is kept in network order
 		}
-		*(*uint32)(unsafe.Add(ctrl, 12)) = imm
-		fence := uint8(0)
-		if wr.Flags&uverbs.SendFence != 0 {
-			fence = ctrlFence
+		fm := sig
+		if flags&uverbs.SendFence != 0 {
+			fm |= ctrlFence
 		}
-		fm := s.sigBits | fence
-		if wr.Flags&uverbs.SendSignaled != 0 {
+		if flags&uverbs.SendSignaled != 0 {
 			fm |= ctrlCQUpdate
 		}
-		if wr.Flags&uverbs.SendSolicited != 0 {
+		if flags&uverbs.SendSolicited != 0 {
 			fm |= ctrlSolicited
 		}
-		*(*uint8)(unsafe.Add(ctrl, 11)) = fm
+		// ctrl[8:16): signature 0, reserved, fm_ce_se, imm.
+		*(*uint64)(unsafe.Add(ctrl, 8)) = uint64(fm)<<24 | uint64(imm)<<32
 		size = ctrlSegSize / 16
 		atomic := false
-		switch s.qpType {
-		case uverbs.QPTypeRC:
-			switch wr.Opcode {
-			case uverbs.WRRDMARead, uverbs.WRRDMAWrite, uverbs.WRRDMAWriteWithImm:
-				setRaddrSeg(seg, wr.RemoteAddr, wr.RKey)
-				seg = unsafe.Add(seg, raddrSegSize)
-				size += raddrSegSize / 16
-			case uverbs.WRAtomicCmpAndSwp, uverbs.WRAtomicFetchAndAdd:
-				setRaddrSeg(seg, wr.RemoteAddr, wr.RKey)
-				seg = unsafe.Add(seg, raddrSegSize)
-				// set_atomic_seg: swap_add is the addend for fetch-and-add.
-				if wr.Opcode == uverbs.WRAtomicCmpAndSwp {
-					put64(seg, 0, wr.Swap)
-					put64(seg, 8, wr.CompareAdd)
-				} else {
-					put64(seg, 0, wr.CompareAdd)
-					put64(seg, 8, 0)
-				}
-				seg = unsafe.Add(seg, atomicSegSize)
-				size += (raddrSegSize + atomicSegSize) / 16
-				atomic = true
+		switch kind {
+		case kindRaddr:
+			setRaddrSeg(seg, wr.RemoteAddr, wr.RKey)
+			seg = unsafe.Add(seg, raddrSegSize)
+			size += raddrSegSize / 16
+		case kindAtomic:
+			setRaddrSeg(seg, wr.RemoteAddr, wr.RKey)
+			seg = unsafe.Add(seg, raddrSegSize)
+			// set_atomic_seg: swap_add is the addend for fetch-and-add.
+			if wr.Opcode == uverbs.WRAtomicCmpAndSwp {
+				put64(seg, 0, wr.Swap)
+				put64(seg, 8, wr.CompareAdd)
+			} else {
+				put64(seg, 0, wr.CompareAdd)
+				put64(seg, 8, 0)
 			}
-		case uverbs.QPTypeUC:
-			switch wr.Opcode {
-			case uverbs.WRRDMAWrite, uverbs.WRRDMAWriteWithImm:
-				setRaddrSeg(seg, wr.RemoteAddr, wr.RKey)
-				seg = unsafe.Add(seg, raddrSegSize)
-				size += raddrSegSize / 16
-			case uverbs.WRSend, uverbs.WRSendWithImm:
-			default:
-				err = postErr("post send", syscall.EINVAL, "%s on a UC QP", wr.Opcode)
+			seg = unsafe.Add(seg, atomicSegSize)
+			size += (raddrSegSize + atomicSegSize) / 16
+			atomic = true
+		case kindUD:
+			a, ok := s.ahAV(wr.AH)
+			if !ok {
+				err = postErr("post send", syscall.EINVAL, "a UD send needs an mlx5 AH")
+				break
 			}
-		case uverbs.QPTypeUD:
-			switch wr.Opcode {
-			case uverbs.WRSend, uverbs.WRSendWithImm:
-			default:
-				err = postErr("post send", syscall.EINVAL, "%s on a UD QP", wr.Opcode)
-			}
-			if err == nil {
-				a, ok := s.ahAV(wr.AH)
-				if !ok {
-					err = postErr("post send", syscall.EINVAL, "a UD send needs an mlx5 AH")
-					break
-				}
-				// set_datagram_seg
-				*(*av)(seg) = *a
-				put32(seg, 8, wr.RemoteQPN|extendedUDAV)
-				put32(seg, 0, wr.RemoteQKey)
-				seg = unsafe.Add(seg, datagramSegSize)
-				size += datagramSegSize / 16
-				if seg == s.end {
-					seg = s.buf
-				}
+			// set_datagram_seg
+			*(*av)(seg) = *a
+			put32(seg, 8, wr.RemoteQPN|extendedUDAV)
+			put32(seg, 0, wr.RemoteQKey)
+			seg = unsafe.Add(seg, datagramSegSize)
+			size += datagramSegSize / 16
+			if seg == end {
+				seg = buf
 			}
 		}
 		if err != nil {
 			break
 		}
-		if wr.Flags&uverbs.SendInline != 0 && len(wr.SGL) > 0 {
-			sz, e := s.setInline(wr, seg)
+		if flags&uverbs.SendInline != 0 && len(sgl) > 0 {
+			var sz uint32
+			var e syscall.Errno
+			if sg := &sgl[0]; len(sgl) == 1 && sg.Length != 0 && int(sg.Length) <= maxInline &&
+				uintptr(seg)+4+uintptr(sg.Length) <= uintptr(end) {
+				// The common case: one SGE that fits before the ring's end.
+				n := int(sg.Length)
+				if src := local(sg.LKey, sg.Addr, n); src != nil {
+					copySmall(unsafe.Add(seg, 4), unsafe.Pointer(unsafe.SliceData(src)), n)
+					put32(seg, 0, uint32(n)|inlineSegFlag)
+					sz = uint32(n+4+15) / 16
+				} else {
+					e = syscall.EINVAL
+				}
+			} else {
+				sz, e = s.setInline(wr, seg)
+			}
 			if e == syscall.ENOMEM {
 				err = postErr("post send", e, "inline data exceeds the QP's max_inline_data %d", s.maxInline)
 				break
@@ -228,10 +258,10 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 			size += sz
 		} else {
 			d := seg
-			for i := range wr.SGL {
-				sg := &wr.SGL[i]
-				if d == s.end {
-					d = s.buf
+			for i := range sgl {
+				sg := &sgl[i]
+				if d == end {
+					d = buf
 				}
 				if sg.Length == 0 {
 					continue
@@ -245,16 +275,47 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 				size += dataSegSize / 16
 			}
 		}
-		put32(ctrl, 0, (s.curPost&0xffff)<<8|uint32(op))
-		put32(ctrl, 4, size|s.qpn<<8)
-		s.wrid[idx] = wr.WRID
-		s.wqeHead[idx] = s.head + uint32(nreq)
-		s.curPost += (size*16 + sendWQEBB - 1) / sendWQEBB
+		// ctrl[0:8): opmod_idx_opcode, qpn_ds (big-endian).
+		*(*uint64)(ctrl) = be64(uint64((curPost&0xffff)<<8|uint32(op))<<32 | uint64(size|qpnDS))
+		j := int(idx) & (len(wrid) - 1)
+		wrid[j] = wr.WRID
+		wqeHead[j] = head + uint32(nreq)
+		curPost += (size*16 + sendWQEBB - 1) / sendWQEBB
 	}
+	s.curPost = curPost
 	racePosted(unsafe.Pointer(s))
 	s.ring(uint32(nreq), inl, size, ctrl)
 	return nreq, err
 }
+
+// Segments a work request needs after the control segment, by QP type and
+// opcode (rdma-core qp.c: _mlx5_post_send's switch on ibqp->qp_type);
+// 0 is an opcode the QP type does not take.
+const (
+	kindPlain  = 1 + iota // send: data or inline only
+	kindRaddr             // RDMA read/write: remote address segment
+	kindAtomic            // remote address and atomic segments
+	kindUD                // datagram segment (the AH's address vector)
+)
+
+var opKinds = func() (k [5][16]uint8) {
+	rc, uc, ud := &k[uverbs.QPTypeRC], &k[uverbs.QPTypeUC], &k[uverbs.QPTypeUD]
+	for _, op := range []uverbs.WROpcode{uverbs.WRSend, uverbs.WRSendWithImm, uverbs.WRSendWithInv} {
+		rc[op] = kindPlain
+	}
+	for _, op := range []uverbs.WROpcode{uverbs.WRRDMAWrite, uverbs.WRRDMAWriteWithImm, uverbs.WRRDMARead} {
+		rc[op] = kindRaddr
+	}
+	rc[uverbs.WRAtomicCmpAndSwp], rc[uverbs.WRAtomicFetchAndAdd] = kindAtomic, kindAtomic
+	uc[uverbs.WRSend], uc[uverbs.WRSendWithImm] = kindPlain, kindPlain
+	uc[uverbs.WRRDMAWrite], uc[uverbs.WRRDMAWriteWithImm] = kindRaddr, kindRaddr
+	ud[uverbs.WRSend], ud[uverbs.WRSendWithImm] = kindUD, kindUD
+	return k
+}()
+
+// opHasImm marks the mlx5 opcodes whose control segment carries imm_data
+// (or the invalidated rkey).
+var opHasImm = [256]bool{opSendImm: true, opRDMAWriteImm: true, opSendInval: true}
 
 func setRaddrSeg(p unsafe.Pointer, addr uint64, rkey uint32) {
 	put64(p, 0, addr)
@@ -396,4 +457,24 @@ func (r *recvQueue) post(wrs []uverbs.RecvWR) (int, error) {
 		r.dbrec[rcvDBR] = be32(r.head & 0xffff)
 	}
 	return nreq, err
+}
+
+// copySmall copies n bytes from src to dst without a call for the sizes
+// inline data has (runtime.memmove costs a call and a size dispatch per
+// WQE): 16-byte words, the last one overlapping the one before, so that
+// nothing outside [0, n) is read or written. Larger copies use memmove.
+func copySmall(dst, src unsafe.Pointer, n int) {
+	type w16 = [16]byte
+	switch {
+	case n >= 16 && n <= 128:
+		for i := 0; i < n-16; i += 16 {
+			*(*w16)(unsafe.Add(dst, i)) = *(*w16)(unsafe.Add(src, i))
+		}
+		*(*w16)(unsafe.Add(dst, n-16)) = *(*w16)(unsafe.Add(src, n-16))
+	case n >= 8 && n < 16:
+		*(*uint64)(dst) = *(*uint64)(src)
+		*(*uint64)(unsafe.Add(dst, n-8)) = *(*uint64)(unsafe.Add(src, n-8))
+	default:
+		copy(unsafe.Slice((*byte)(dst), n), unsafe.Slice((*byte)(src), n))
+	}
 }
