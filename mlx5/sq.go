@@ -115,7 +115,7 @@ var mlx5Opcode = [16]uint8{
 func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 	var (
 		nreq int
-		err  error
+		fail uint8 // why wrs[nreq] failed; the error is built after the loop
 		ctrl unsafe.Pointer
 		size uint32
 		inl  bool
@@ -152,23 +152,19 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 			kind = kinds[wr.Opcode]
 		}
 		if kind == 0 {
-			if uint(wr.Opcode) >= uint(len(mlx5Opcode)) || mlx5Opcode[wr.Opcode] == 0 {
-				err = postErr("post send", syscall.EINVAL, "opcode %s is not supported", wr.Opcode)
-			} else {
-				err = postErr("post send", syscall.EINVAL, "%s on a %s QP", wr.Opcode, s.qpType)
-			}
+			fail = failOpcode
 			break
 		}
 		op := mlx5Opcode[wr.Opcode&15]
 		sgl, flags := wr.SGL, wr.Flags
 		if nreq >= room {
 			if room = int(s.maxPost) - int(head-s.tail.Load()); nreq >= room {
-				err = errSQFull
+				fail = failFull
 				break
 			}
 		}
 		if len(sgl) > maxGS {
-			err = postErr("post send", syscall.ENOMEM, "%d SGEs, the QP takes %d", len(sgl), maxGS)
+			fail = failSGE
 			break
 		}
 		idx := curPost & mask
@@ -214,7 +210,7 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 		case kindUD:
 			a, ok := s.ahAV(wr.AH)
 			if !ok {
-				err = postErr("post send", syscall.EINVAL, "a UD send needs an mlx5 AH")
+				fail = failAH
 				break
 			}
 			// set_datagram_seg
@@ -227,7 +223,7 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 				seg = buf
 			}
 		}
-		if err != nil {
+		if fail != 0 {
 			break
 		}
 		if flags&uverbs.SendInline != 0 && len(sgl) > 0 {
@@ -248,10 +244,10 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 				sz, e = s.setInline(wr, seg)
 			}
 			if e == syscall.ENOMEM {
-				err = postErr("post send", e, "inline data exceeds the QP's max_inline_data %d", s.maxInline)
+				fail = failInlineLen
 				break
 			} else if e != 0 {
-				err = postErr("post send", e, "inline data is not inside memory registered in the QP's PD under its lkey")
+				fail = failInlineMem
 				break
 			}
 			inl = true
@@ -285,7 +281,43 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 	s.curPost = curPost
 	racePosted(unsafe.Pointer(s))
 	s.ring(uint32(nreq), inl, size, ctrl)
-	return nreq, err
+	if fail != 0 {
+		return nreq, s.postErr(fail, &wrs[nreq])
+	}
+	return nreq, nil
+}
+
+// Why a work request failed (post keeps error values out of its loop).
+const (
+	failOpcode    = 1 + iota // an opcode the QP type does not take
+	failFull                 // the SQ holds max_post
+	failSGE                  // more SGEs than max_send_sge
+	failAH                   // a UD send without an mlx5 AH
+	failInlineLen            // inline data beyond max_inline_data
+	failInlineMem            // inline data outside registered memory
+)
+
+// postErr is the error of a failed post, as libmlx5 reports it (EINVAL,
+// ENOMEM), saying which limit or rule.
+//
+//go:noinline
+func (s *sendQueue) postErr(fail uint8, wr *uverbs.SendWR) error {
+	switch fail {
+	case failOpcode:
+		if uint(wr.Opcode) >= uint(len(mlx5Opcode)) || mlx5Opcode[wr.Opcode] == 0 {
+			return postErr("post send", syscall.EINVAL, "opcode %s is not supported", wr.Opcode)
+		}
+		return postErr("post send", syscall.EINVAL, "%s on a %s QP", wr.Opcode, s.qpType)
+	case failFull:
+		return errSQFull
+	case failSGE:
+		return postErr("post send", syscall.ENOMEM, "%d SGEs, the QP takes %d", len(wr.SGL), s.maxGS)
+	case failAH:
+		return postErr("post send", syscall.EINVAL, "a UD send needs an mlx5 AH")
+	case failInlineLen:
+		return postErr("post send", syscall.ENOMEM, "inline data exceeds the QP's max_inline_data %d", s.maxInline)
+	}
+	return postErr("post send", syscall.EINVAL, "inline data is not inside memory registered in the QP's PD under its lkey")
 }
 
 // Segments a work request needs after the control segment, by QP type and
