@@ -233,3 +233,86 @@ func TestUDPrivilegedQKey(t *testing.T) {
 	requireWC(t, wait(t, zcq, 1)[0], uverbs.WCSuccess, uverbs.WCRecv, 1)
 	require.Equal(t, am.Bytes()[:100], zm.Bytes()[40:140])
 }
+
+// rdma-core tests/test_atomic.py: test_atomic_invalid_qp_access,
+// test_atomic_invalid_mr_access, test_atomic_invalid_lkey,
+// test_atomic_invalid_rkey: each atomic fails with an error completion and
+// leaves the target unchanged.
+func TestAtomicBadFlows(t *testing.T) {
+	b := newBed(t)
+	type setup struct {
+		zAccess  uverbs.Access // the responder QP's rights
+		mrAccess uverbs.Access // the target MR's rights
+		lkeyAdd  uint32
+		rkeyAdd  uint32
+		want     []uverbs.WCStatus
+	}
+	for name, s := range map[string]setup{
+		"qp without REMOTE_ATOMIC": {zAccess: uverbs.AccessLocalWrite, mrAccess: allAccess,
+			want: []uverbs.WCStatus{uverbs.WCRemInvReqErr, uverbs.WCRemAccessErr}},
+		"mr without REMOTE_ATOMIC": {mrAccess: uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite,
+			want: []uverbs.WCStatus{uverbs.WCRemAccessErr}},
+		"bad lkey": {mrAccess: allAccess, lkeyAdd: 1,
+			want: []uverbs.WCStatus{uverbs.WCLocProtErr, uverbs.WCLocAccessErr}},
+		"bad rkey": {mrAccess: allAccess, rkeyAdd: 1,
+			want: []uverbs.WCStatus{uverbs.WCRemAccessErr}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			acq, zcq := b.cq(16, nil), b.cq(16, nil)
+			a := b.qp(uverbs.QPTypeRC, acq, acq, defaultCap, nil)
+			z := b.qp(uverbs.QPTypeRC, zcq, zcq, defaultCap, nil)
+			zp := b.params()
+			zp.Access = s.zAccess
+			require.NoError(t, a.Connect(uverbs.Endpoint{QPN: z.QPN(), PSN: 1, GID: b.gid}, 2, b.params()))
+			require.NoError(t, z.Connect(uverbs.Endpoint{QPN: a.QPN(), PSN: 2, GID: b.gid}, 1, zp))
+			am, amr := b.mem(4096, allAccess)
+			zm, zmr := b.mem(4096, s.mrAccess)
+			fill(zm.Bytes()[:8], 3)
+			before := append([]byte(nil), zm.Bytes()[:8]...)
+			fill(am.Bytes()[:8], 9)
+			sge := amr.SGE(0, 8)
+			sge.LKey += s.lkeyAdd
+			_, err := a.PostSend([]uverbs.SendWR{{WRID: 1, Opcode: uverbs.WRAtomicFetchAndAdd, Flags: uverbs.SendSignaled,
+				SGL: []uverbs.SGE{sge}, RemoteAddr: zmr.Addr(), RKey: zmr.RKey() + s.rkeyAdd, CompareAdd: 5}})
+			require.NoError(t, err)
+			wc := wait(t, acq, 1)[0]
+			require.Contains(t, s.want, wc.Status, "got %s", wc.Status)
+			if s.lkeyAdd == 0 {
+				require.Equal(t, before, zm.Bytes()[:8], "the target is unchanged")
+			}
+		})
+	}
+}
+
+// rdma-core tests/test_relaxed_ordering.py: test_ro_rc_traffic,
+// test_ro_ud_traffic, test_ro_mr_ex_traffic. RELAXED_ORDERING is an
+// optional access flag: rxe registers the MR and traffic through it is
+// intact.
+func TestRelaxedOrderingTraffic(t *testing.T) {
+	b := newBed(t)
+	ro := allAccess | uverbs.AccessRelaxedOrdering
+	am, amr := b.mem(8192, ro)
+	zm, zmr := b.mem(8192, ro)
+	require.Equal(t, ro, amr.Access())
+	p := b.pair(uverbs.QPTypeRC, defaultCap)
+	for i := uint64(1); i <= 3; i++ {
+		fill(am.Bytes()[:4096], byte(i))
+		_, err := p.z.PostRecv([]uverbs.RecvWR{{WRID: i, SGL: []uverbs.SGE{zmr.SGE(0, 4096)}}})
+		require.NoError(t, err)
+		_, err = p.a.PostSend([]uverbs.SendWR{{WRID: i, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{amr.SGE(0, 4096)}}})
+		require.NoError(t, err)
+		requireWC(t, wait(t, p.acq, 1)[0], uverbs.WCSuccess, uverbs.WCSend, i)
+		requireWC(t, wait(t, p.zcq, 1)[0], uverbs.WCSuccess, uverbs.WCRecv, i)
+		require.Equal(t, am.Bytes()[:4096], zm.Bytes()[:4096])
+	}
+	a, z, acq, zcq, ah := b.udPair()
+	fill(am.Bytes()[:1000], 42)
+	_, err := z.PostRecv([]uverbs.RecvWR{{WRID: 9, SGL: []uverbs.SGE{zmr.SGE(4096, 40+1000)}}})
+	require.NoError(t, err)
+	_, err = a.PostSend([]uverbs.SendWR{{WRID: 10, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{amr.SGE(0, 1000)}, AH: ah, RemoteQPN: z.QPN(), RemoteQKey: 0x11111111}})
+	require.NoError(t, err)
+	requireWC(t, wait(t, acq, 1)[0], uverbs.WCSuccess, uverbs.WCSend, 10)
+	requireWC(t, wait(t, zcq, 1)[0], uverbs.WCSuccess, uverbs.WCRecv, 9)
+	require.Equal(t, am.Bytes()[:1000], zm.Bytes()[4096+40:4096+40+1000])
+}

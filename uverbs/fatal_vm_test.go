@@ -55,7 +55,10 @@ func restoreRXE(t *testing.T, dev, netdev, ip string) {
 func TestDeviceFatalOnLinkDelete(t *testing.T) {
 	b := newBed(t)
 	c := b.ctx
-	delDone := make(chan error, 1)
+	// delDone is closed once rdma link delete returned, with its error in
+	// delErr.
+	delDone := make(chan struct{})
+	var delErr error
 	var deleting bool
 	t.Cleanup(func() {
 		// Also after a failure half way: close what holds the deletion up,
@@ -124,7 +127,7 @@ func TestDeviceFatalOnLinkDelete(t *testing.T) {
 	del.Stdout, del.Stderr = &out, &out
 	require.NoError(t, del.Start())
 	deleting = true
-	go func() { delDone <- del.Wait() }()
+	go func() { delErr = del.Wait(); close(delDone) }()
 
 	start := time.Now()
 	select {
@@ -176,8 +179,8 @@ func TestDeviceFatalOnLinkDelete(t *testing.T) {
 
 	// The kernel is still waiting for this program.
 	select {
-	case err := <-delDone:
-		t.Fatalf("rdma link delete returned before the context was closed: %v: %s", err, out.String())
+	case <-delDone:
+		t.Fatalf("rdma link delete returned before the context was closed: %v: %s", delErr, out.String())
 	default:
 	}
 	for _, cl := range []interface{ Close() error }{mw, a, z, acq, zcq, ch, mr, b.pd} {
@@ -185,8 +188,8 @@ func TestDeviceFatalOnLinkDelete(t *testing.T) {
 	}
 	require.NoError(t, c.Close())
 	select {
-	case err := <-delDone:
-		require.NoError(t, err, "rdma link delete: %s", out.String())
+	case <-delDone:
+		require.NoError(t, delErr, "rdma link delete: %s", out.String())
 	case <-time.After(30 * time.Second):
 		t.Fatal("rdma link delete still blocked 30s after the context closed: something of it is still open")
 	}
