@@ -22,7 +22,9 @@
 // kernel (../shared/vectors/mlx5, or $IBGO_MLX5_VECTORS), and a test-only
 // device model executes WQEs between QPs and writes CQEs.
 //
-// Not done: CQ resize and SRQ resize (ErrNotSupported), memory windows,
+// Not done: CQ resize and SRQ resize (ErrNotSupported), memory windows
+// (uverbs.PD.AllocMW refuses them with ErrNotSupported: the provider does
+// not implement uverbs.MWProvider),
 // 128-byte CQEs, CQE compression, DEVX. uverbs.Open calls Context.Opened
 // (uverbs.ContextOpener) after GET_CONTEXT to map the UARs and clock page.
 package mlx5

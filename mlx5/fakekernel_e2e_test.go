@@ -437,3 +437,24 @@ func TestFakeKernelUD(t *testing.T) {
 		}
 	})
 }
+
+// ibgo's mlx5 provider has no memory windows: allocating one is refused
+// with ErrNotSupported before any command reaches the kernel, and a bind or
+// invalidate work request is refused at post, nothing rung.
+func TestFakeKernelRefusesMemoryWindows(t *testing.T) {
+	p := newFKPair(t, 8, 8, 16, false)
+	for _, typ := range []uverbs.MWType{uverbs.MWType1, uverbs.MWType2} {
+		mw, err := p.pd.AllocMW(typ)
+		require.ErrorIs(t, err, uverbs.ErrNotSupported, "%s", typ)
+		require.Nil(t, mw)
+	}
+	for _, op := range []uverbs.WROpcode{uverbs.WRBindMW, uverbs.WRLocalInv} {
+		n, err := p.a.PostSend([]uverbs.SendWR{{WRID: 1, Opcode: op, Flags: uverbs.SendSignaled}})
+		require.Zero(t, n, "%s", op)
+		require.Error(t, err, "%s", op)
+	}
+	wc := make([]uverbs.WC, 4)
+	n, err := p.cqA.Poll(wc)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing was posted")
+}

@@ -30,3 +30,7 @@ func (*context) FormatFWVer(raw uint64) string {
 }
 
 func (*context) Close() error { return nil }
+
+// MemoryWindows: rxe binds and invalidates windows from the send queue
+// (kernel rxe_mw.c), so uverbs.PD.AllocMW may allocate them.
+func (*context) MemoryWindows() bool { return true }

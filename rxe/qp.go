@@ -191,6 +191,32 @@ func (q *qp) postOneSend(r *ring, wr *uverbs.SendWR) error {
 		if wr.Opcode != uverbs.WRRDMARead && (length < 8 || wr.RemoteAddr&7 != 0) {
 			return sendErr("atomics need an 8-byte local buffer and an 8-byte aligned remote address")
 		}
+	case uverbs.WRBindMW:
+		// rxe.c: validate_send_wr: no data, no SGEs, RC or UC only.
+		if q.typ != uverbs.QPTypeRC && q.typ != uverbs.QPTypeUC {
+			return sendErr("%s needs an RC or UC QP", wr.Opcode)
+		}
+		if len(wr.SGL) != 0 || wr.Imm != 0 {
+			return sendErr("%s takes no SGEs and no immediate data", wr.Opcode)
+		}
+		if wr.Bind.MW == nil {
+			return sendErr("%s without a memory window", wr.Opcode)
+		}
+		if wr.Bind.Info.Length != 0 && wr.Bind.Info.MR == nil {
+			return sendErr("%s of %d bytes without an MR", wr.Opcode, wr.Bind.Info.Length)
+		}
+	case uverbs.WRLocalInv:
+		if q.typ != uverbs.QPTypeRC && q.typ != uverbs.QPTypeUC {
+			return sendErr("%s needs an RC or UC QP", wr.Opcode)
+		}
+		if len(wr.SGL) != 0 {
+			return sendErr("%s takes no SGEs", wr.Opcode)
+		}
+	case uverbs.WRSendWithInv:
+		// Only RC has SEND_*_INV packets (kernel rxe_opcode.c).
+		if q.typ != uverbs.QPTypeRC {
+			return sendErr("%s needs an RC QP", wr.Opcode)
+		}
 	default:
 		return sendErr("opcode %s is not supported", wr.Opcode)
 	}
@@ -213,10 +239,22 @@ func (q *qp) postOneSend(r *ring, wr *uverbs.SendWR) error {
 	w.WR.WRID = wr.WRID
 	w.WR.Opcode = uint32(wr.Opcode)
 	w.WR.SendFlags = uint32(wr.Flags)
-	if wr.Opcode == uverbs.WRSendWithImm || wr.Opcode == uverbs.WRRDMAWriteWithImm {
+	switch wr.Opcode {
+	case uverbs.WRSendWithImm, uverbs.WRRDMAWriteWithImm:
 		w.WR.Ex = bits.ReverseBytes32(wr.Imm) // imm_data travels big-endian
+	case uverbs.WRSendWithInv, uverbs.WRLocalInv:
+		w.WR.Ex = wr.Imm // invalidate_rkey, host order
 	}
 	switch wr.Opcode {
+	case uverbs.WRBindMW:
+		// rxe.c: convert_send_wr: mw_rkey names the window by its current
+		// key, rkey is the key it takes.
+		v := (*abi.RxeSendWRMW)(unsafe.Pointer(&w.WR))
+		b := &wr.Bind
+		v.Addr, v.Length, v.MWRKey, v.RKey, v.Access = b.Info.Addr, b.Info.Length, b.MW.RKey(), b.RKey, uint32(b.Info.Access)
+		if b.Info.MR != nil {
+			v.MRLKey = b.Info.MR.LKey()
+		}
 	case uverbs.WRRDMAWrite, uverbs.WRRDMAWriteWithImm, uverbs.WRRDMARead:
 		v := (*abi.RxeSendWRRDMA)(unsafe.Pointer(&w.WR))
 		v.RemoteAddr, v.RKey = wr.RemoteAddr, wr.RKey

@@ -1,10 +1,12 @@
 package uverbs
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ibgo/ibgo/internal/abi"
 	"github.com/ibgo/ibgo/internal/sys"
@@ -37,6 +39,14 @@ type Context struct {
 	closed         bool
 	live           map[uint64]any // open objects by id (= user_handle)
 	nextID         uint64         // last user handle given out (Context.create)
+
+	// The device went away or failed (fatal.go): fatal fails every later
+	// command and post; fatalPending is the EventDeviceFatal not yet
+	// handed out; gone is cancelled then, to wake event waiters.
+	fatal        atomic.Bool
+	fatalPending atomic.Bool
+	gone         context.Context
+	goneCancel   context.CancelFunc
 }
 
 // Open opens the device with the given name.
@@ -72,6 +82,8 @@ func (d *Device) Open() (*Context, error) {
 		return nil, &Error{Op: "open", Device: d.Name, Err: err}
 	}
 	c := &Context{dev: d, fd: fd, arena: arena, noIoctl: map[[2]uint16]bool{}, live: map[uint64]any{}}
+	c.gone, c.goneCancel = context.WithCancel(context.Background())
+	c.watchRemoval()
 	pc, err := p.NewContext(d)
 	if err != nil {
 		c.closeLocked()
@@ -226,6 +238,19 @@ func (c *Context) tryIoctl(object, method uint16, f func() error) (ran bool, err
 	return true, err
 }
 
+// check fails once the context is closed or its device gone.
+func (c *Context) check() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	if c.fatal.Load() {
+		return ErrDeviceFatal
+	}
+	return nil
+}
+
 // lock takes the command lock, failing once the context or any of objs (nil
 // entries are skipped) is closed. Objects close under this lock, so a
 // command never goes out with the handle of a destroyed object (which the
@@ -235,6 +260,10 @@ func (c *Context) lock(objs ...*object) error {
 	if c.closed {
 		c.mu.Unlock()
 		return ErrClosed
+	}
+	if c.fatal.Load() {
+		c.mu.Unlock()
+		return ErrDeviceFatal
 	}
 	for _, o := range objs {
 		if o != nil && o.closed.Load() {
@@ -264,6 +293,10 @@ func (c *Context) closeLocked() error {
 		return nil
 	}
 	c.closed = true
+	c.unwatchRemoval()
+	if c.goneCancel != nil {
+		c.goneCancel()
+	}
 	for _, v := range c.live {
 		if r, ok := v.(releaser); ok {
 			r.release()

@@ -68,8 +68,20 @@ func (ch *CompChannel) GetEvent(ctx context.Context) (*CQ, error) {
 	// Per call (concurrent callers never share it), and aligned for its
 	// fields, which abi.As over a byte array would not be.
 	var desc abi.CompEventDesc
-	if _, err := ch.fd.Read(ctx, abi.Bytes(&desc)); err != nil {
-		return nil, opErr(ch.ctx.dev.Name, "get cq event", eventErr(err))
+	c := ch.ctx
+	if c.fatal.Load() {
+		return nil, fatalErr(c.dev.Name, "get cq event")
+	}
+	// A removed device completes nothing more: its removal ends the wait.
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.goneCtx(), cancel)
+	defer stop()
+	if _, err := ch.fd.Read(rctx, abi.Bytes(&desc)); err != nil {
+		if c.fatal.Load() && ctx.Err() == nil {
+			return nil, fatalErr(c.dev.Name, "get cq event")
+		}
+		return nil, opErr(c.dev.Name, "get cq event", eventErr(err))
 	}
 	id := desc.CQHandle
 	ch.ctx.mu.Lock()
@@ -244,6 +256,9 @@ type cqNotifier interface {
 func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	if err := cq.check(); err != nil {
 		return opErr("", "req notify cq", err)
+	}
+	if cq.ctx.fatal.Load() {
+		return fatalErr(cq.ctx.dev.Name, "req notify cq")
 	}
 	if n, ok := cq.drv.(cqNotifier); ok {
 		return n.ReqNotify(solicitedOnly)

@@ -69,7 +69,7 @@ type SendWR struct {
 	SGL    []SGE
 	Opcode WROpcode
 	Flags  SendFlags
-	Imm    uint32 // immediate data (host order) for *_WITH_IMM; invalidate rkey for SEND_WITH_INV
+	Imm    uint32 // immediate data (host order) for *_WITH_IMM; the rkey to invalidate for SEND_WITH_INV and LOCAL_INV
 
 	// RDMA and atomic operations.
 	RemoteAddr uint64
@@ -81,6 +81,10 @@ type SendWR struct {
 	AH         *AH
 	RemoteQPN  uint32
 	RemoteQKey uint32
+
+	// BIND_MW: the window, its new key and range. Posting it makes
+	// Bind.RKey the window's RKey.
+	Bind MWBindWR
 }
 
 // RecvWR is a receive work request.

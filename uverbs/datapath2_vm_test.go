@@ -571,7 +571,7 @@ func TestPostAfterCloseAndErrors(t *testing.T) {
 	b := newBed(t)
 	p := b.pair(uverbs.QPTypeRC, defaultCap)
 	_, amr := b.mem(4096, allAccess)
-	// Opcodes rxe does not take through this API.
+	// A bind carries no data (rxe.c: validate_send_wr).
 	_, err := p.a.PostSend([]uverbs.SendWR{{Opcode: uverbs.WRBindMW, SGL: []uverbs.SGE{amr.SGE(0, 8)}}})
 	require.ErrorIs(t, err, unix.EINVAL)
 	// Misaligned atomic.

@@ -14,13 +14,23 @@
 // Errors are *Error values wrapping the kernel's errno; errors.Is(err,
 // ErrNotSupported) tells whether the kernel or device lacks a feature.
 //
-// Object lifecycle: every kernel object (PD, MR, CQ, QP, SRQ, AH, completion
-// channel) is created by one pipeline (command lock, user handle, ioctl with
+// Object lifecycle: every kernel object (PD, MR, MW, CQ, QP, SRQ, AH,
+// completion channel) is created by one pipeline (command lock, user handle, ioctl with
 // a per-method fallback to the legacy write command, the provider's hook,
 // registration) and closed by one path: Close is idempotent; when the kernel
 // refuses because other objects still use it, Close returns an error
 // wrapping ErrBusy and the object stays usable; Context.Close takes every
 // object with it.
+//
+// Memory windows (PD.AllocMW, QP.BindMW, the WRBindMW, WRLocalInv and
+// WRSendWithInv work requests) need a provider that carries them (rxe);
+// others refuse them with ErrNotSupported.
+//
+// A device that goes away under an open Context (removed, or on rxe its link
+// deleted) is reported as EventDeviceFatal by GetAsyncEvent; every command
+// and post on that Context then fails with ErrDeviceFatal (Close and Poll
+// still work), and the program should close it: on rxe the kernel cannot
+// finish the removal before it does.
 //
 // Concurrency: each object type states its contract in its doc comment.
 // Types without one (attributes, work requests, GID, WC, ...) are plain

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/ibgo/ibgo/internal/abi"
+	"github.com/ibgo/ibgo/internal/sys"
 )
 
 // EventType is an asynchronous event's type (enum ibv_event_type).
@@ -70,14 +71,38 @@ func (c *Context) GetAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	if closed || fd == nil {
 		return AsyncEvent{}, opErr(c.dev.Name, "get async event", ErrClosed)
 	}
+	if ev, err, ok := c.fatalEvent(); ok {
+		return ev, err
+	}
 	// Read into the struct itself: aligned for its fields (abi.As over a
-	// byte array would not be), and per call.
+	// byte array would not be), and per call. The device's removal ends
+	// the wait (fatal.go).
 	var desc abi.AsyncEventDesc
-	if _, err := fd.Read(ctx, abi.Bytes(&desc)); err != nil {
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.goneCtx(), cancel)
+	defer stop()
+	if _, err := fd.Read(rctx, abi.Bytes(&desc)); err != nil {
+		if ctx.Err() == nil {
+			if sys.ErrnoOf(err) == sys.EIO {
+				// The kernel closed the queue of a disassociated context.
+				c.fatal.Store(true)
+			}
+			if ev, err, ok := c.fatalEvent(); ok {
+				return ev, err
+			}
+		}
 		return AsyncEvent{}, opErr(c.dev.Name, "get async event", eventErr(err))
 	}
 	d := &desc
 	ev := AsyncEvent{Type: EventType(d.EventType), Element: d.Element}
+	if ev.Type == EventDeviceFatal {
+		// From the kernel (a driver that disassociates): it answers EIO
+		// from now on; fail early with the typed error instead.
+		c.fatal.Store(true)
+		c.fatalPending.Store(false)
+		return ev, nil
+	}
 	c.mu.Lock()
 	obj := c.lookup(d.Element)
 	c.mu.Unlock()
@@ -94,4 +119,17 @@ func (c *Context) GetAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 		ev.Port = int(d.Element)
 	}
 	return ev, nil
+}
+
+// fatalEvent is what GetAsyncEvent answers once the device is gone: its
+// EventDeviceFatal once (to one caller), then ErrDeviceFatal. ok is false
+// while the device is there.
+func (c *Context) fatalEvent() (AsyncEvent, error, bool) {
+	if !c.fatal.Load() {
+		return AsyncEvent{}, nil, false
+	}
+	if c.fatalPending.CompareAndSwap(true, false) {
+		return AsyncEvent{Type: EventDeviceFatal}, nil, true
+	}
+	return AsyncEvent{}, fatalErr(c.dev.Name, "get async event"), true
 }

@@ -39,3 +39,8 @@ func IoctlRefused(c *Context) map[[2]uint16]bool {
 	}
 	return out
 }
+
+// GIDSysfs exposes QueryGID's pre-5.10 path.
+func (c *Context) GIDSysfs(port uint8, index int) (GIDEntry, error) {
+	return c.gidSysfs("query gid", port, index)
+}

@@ -283,7 +283,9 @@ func (o *object) closeObject(op string, drvDestroy func() error) error {
 		return nil
 	}
 	c.arena.Reset()
-	if err := c.destroyLocked(o); err != nil {
+	if err := c.destroyLocked(o); err != nil && !c.fatal.Load() {
+		// (After the device went away, a failed destroy still closes the
+		// object: the kernel frees what is left with the file.)
 		if sys.ErrnoOf(err) == sys.EBUSY {
 			return &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: %w", ErrBusy, err),
 				Hint: "destroy its " + o.kind.children + " first"}
@@ -315,6 +317,7 @@ var (
 	_ io.Closer = (*QP)(nil)
 	_ io.Closer = (*SRQ)(nil)
 	_ io.Closer = (*AH)(nil)
+	_ io.Closer = (*MW)(nil)
 	_ io.Closer = (*Memory)(nil)
 )
 

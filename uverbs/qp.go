@@ -455,13 +455,21 @@ func (qp *QP) PostSend(wr []SendWR) (int, error) {
 	if qp.closed.Load() {
 		return 0, ErrClosed
 	}
-	return qp.drv.PostSend(wr)
+	if qp.ctx.fatal.Load() {
+		return 0, fatalErr(qp.ctx.dev.Name, "post send")
+	}
+	n, err := qp.drv.PostSend(wr)
+	bound(wr, n)
+	return n, err
 }
 
 // PostRecv posts receive work requests, as PostSend.
 func (qp *QP) PostRecv(wr []RecvWR) (int, error) {
 	if qp.closed.Load() {
 		return 0, ErrClosed
+	}
+	if qp.ctx.fatal.Load() {
+		return 0, fatalErr(qp.ctx.dev.Name, "post recv")
 	}
 	return qp.drv.PostRecv(wr)
 }

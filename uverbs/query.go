@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/ibgo/ibgo/internal/abi"
 	"github.com/ibgo/ibgo/internal/sys"
@@ -260,45 +261,12 @@ func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
 	if total == 0 {
 		total = 1
 	}
-	if err := c.lock(); err != nil {
-		return nil, opErr(c.dev.Name, "query gid table", err)
-	}
-	defer c.mu.Unlock()
-	esz := abi.Size[abi.GIDEntry]()
-	if total*esz > sys.MaxAttrLen {
-		// The entries attribute's length is a u16: a larger table cannot
-		// come through the ioctl (the kernel answers EINVAL when the buffer
-		// is too small), so read it from sysfs.
-		return c.gidTableSysfs()
-	}
-	cmd := sys.NewIoctl(c.arena, abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_TABLE, c.dev.DriverID)
-	cmd.Const(abi.UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE, uint64(esz))
-	cmd.U32(abi.UVERBS_ATTR_QUERY_GID_TABLE_FLAGS, 0)
-	ents := cmd.PtrOut(abi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES, total*esz)
-	num := cmd.PtrOut(abi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES, 8)
-	err := cmd.Exec(c.fd)
-	if isFallback(err) {
-		return c.gidTableSysfs()
-	}
+	out := make([]GIDEntry, total)
+	n, err := c.QueryGIDTableInto(out)
 	if err != nil {
-		return nil, opErr(c.dev.Name, "query gid table", err)
+		return nil, err
 	}
-	n := int(le64(num))
-	if n > total {
-		return nil, opErr(c.dev.Name, "query gid table", fmt.Errorf("kernel reported %d entries for a %d-entry buffer", n, total))
-	}
-	out := make([]GIDEntry, 0, n)
-	for i := 0; i < n; i++ {
-		e := abi.As[abi.GIDEntry](ents[i*esz:])
-		g := GIDEntry{GID: GID(e.GID), Index: e.GIDIndex, Port: e.PortNum, Type: GIDType(e.GIDType), NetdevIfindex: e.NetdevIfindex}
-		if e.NetdevIfindex != 0 {
-			if ifi, err := net.InterfaceByIndex(int(e.NetdevIfindex)); err == nil {
-				g.Netdev = ifi.Name
-			}
-		}
-		out = append(out, g)
-	}
-	return out, nil
+	return out[:n:n], nil
 }
 
 // gidTableSysfs reads the GID table from sysfs (kernels before 5.10).
@@ -336,4 +304,247 @@ func (c *Context) gidTableSysfs() ([]GIDEntry, error) {
 		}
 	}
 	return out, nil
+}
+
+// validPort reports whether port is one of the device's ports.
+func (c *Context) validPort(port uint8) bool {
+	for _, p := range c.dev.Ports {
+		if p.Port == uint32(port) {
+			return true
+		}
+	}
+	return false
+}
+
+func badPort(c *Context, op string, port uint8) error {
+	return &Error{Op: op, Device: c.dev.Name,
+		Err: fmt.Errorf("%w: %s has no port %d (ports are %s)", sys.NewErrno(sys.EINVAL), c.dev.Name, port, c.portList())}
+}
+
+func (c *Context) portList() string {
+	var s []string
+	for _, p := range c.dev.Ports {
+		s = append(s, strconv.Itoa(int(p.Port)))
+	}
+	return strings.Join(s, ", ")
+}
+
+// QueryPKey returns entry index of port's P_Key table, in host order
+// (0xffff is the default full-membership key). It reads sysfs
+// ports/<port>/pkeys/<index>, as rdma-core's ibv_query_pkey does. A port
+// the device does not have, or an index past the table (PortAttr.PkeyTblLen),
+// is EINVAL.
+func (c *Context) QueryPKey(port uint8, index int) (uint16, error) {
+	op := "query pkey"
+	if err := c.check(); err != nil {
+		return 0, opErr(c.dev.Name, op, err)
+	}
+	if !c.validPort(port) {
+		return 0, badPort(c, op, port)
+	}
+	if index < 0 {
+		return 0, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: negative P_Key index %d", sys.NewErrno(sys.EINVAL), index)}
+	}
+	p := filepath.Join(c.dev.SysfsPath, "ports", strconv.Itoa(int(port)), "pkeys", strconv.Itoa(index))
+	b, err := os.ReadFile(p)
+	if err != nil {
+		if os.IsNotExist(err) {
+			n := "?"
+			if ents, derr := os.ReadDir(filepath.Dir(p)); derr == nil {
+				n = strconv.Itoa(len(ents))
+			}
+			return 0, &Error{Op: op, Device: c.dev.Name,
+				Err: fmt.Errorf("%w: P_Key index %d of port %d is past the table (%s entries)", sys.NewErrno(sys.EINVAL), index, port, n)}
+		}
+		return 0, opErr(c.dev.Name, op, err)
+	}
+	v, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(string(b)), "0x"), 16, 16)
+	if err != nil {
+		return 0, opErr(c.dev.Name, op, fmt.Errorf("%s: malformed P_Key %q", p, strings.TrimSpace(string(b))))
+	}
+	return uint16(v), nil
+}
+
+// PKeyIndex returns the index of pkey (host order) in port's P_Key table
+// (rdma-core ibv_get_pkey_index). A P_Key not in the table is ENOENT.
+func (c *Context) PKeyIndex(port uint8, pkey uint16) (int, error) {
+	op := "get pkey index"
+	pa, err := c.QueryPort(port)
+	if err != nil {
+		if !c.validPort(port) {
+			return 0, badPort(c, op, port)
+		}
+		return 0, opErr(c.dev.Name, op, err)
+	}
+	for i := 0; i < int(pa.PkeyTblLen); i++ {
+		k, err := c.QueryPKey(port, i)
+		if err != nil {
+			return 0, opErr(c.dev.Name, op, err)
+		}
+		if k == pkey {
+			return i, nil
+		}
+	}
+	return 0, &Error{Op: op, Device: c.dev.Name,
+		Err: fmt.Errorf("%w: P_Key %#04x is not in port %d's table (%d entries)", sys.NewErrno(sys.ENOENT), pkey, port, pa.PkeyTblLen)}
+}
+
+// QueryGID returns entry index of port's GID table (rdma-core
+// ibv_query_gid_ex): the QUERY_GID_ENTRY ioctl, or sysfs on kernels before
+// 5.10. A port the device does not have, or an index past the table, is
+// EINVAL; an index inside the table that holds no GID is ENODATA (errors.Is
+// with ErrNoGID).
+func (c *Context) QueryGID(port uint8, index int) (GIDEntry, error) {
+	op := "query gid " + strconv.Itoa(int(port)) + "/" + strconv.Itoa(index)
+	if !c.validPort(port) {
+		if err := c.check(); err != nil {
+			return GIDEntry{}, opErr(c.dev.Name, op, err)
+		}
+		return GIDEntry{}, badPort(c, op, port)
+	}
+	if index < 0 {
+		return GIDEntry{}, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: negative GID index", sys.NewErrno(sys.EINVAL))}
+	}
+	if err := c.lock(); err != nil {
+		return GIDEntry{}, opErr(c.dev.Name, op, err)
+	}
+	esz := abi.Size[abi.GIDEntry]()
+	cmd := sys.NewIoctl(c.arena, abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_ENTRY, c.dev.DriverID)
+	cmd.Const(abi.UVERBS_ATTR_QUERY_GID_ENTRY_PORT, uint64(port))
+	cmd.Const(abi.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, uint64(index))
+	cmd.U32(abi.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS, 0)
+	out := cmd.PtrOut(abi.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, esz)
+	err := cmd.Exec(c.fd)
+	var e abi.GIDEntry
+	if err == nil {
+		e = *abi.As[abi.GIDEntry](out)
+	}
+	c.mu.Unlock()
+	if isFallback(err) {
+		return c.gidSysfs(op, port, index)
+	}
+	if err != nil {
+		return GIDEntry{}, gidErr(c, op, err)
+	}
+	return toGIDEntry(&e), nil
+}
+
+// ErrNoGID is wrapped by QueryGID for an index inside the GID table that
+// holds no GID (the kernel's ENODATA, which it also matches).
+var ErrNoGID = fmt.Errorf("no GID at this index: %w", sys.NewErrno(sys.ENODATA))
+
+func gidErr(c *Context, op string, err error) error {
+	if sys.ErrnoOf(err) == sys.ENODATA {
+		return &Error{Op: op, Device: c.dev.Name, Err: ErrNoGID}
+	}
+	return opErr(c.dev.Name, op, err)
+}
+
+func toGIDEntry(e *abi.GIDEntry) GIDEntry {
+	g := GIDEntry{GID: GID(e.GID), Index: e.GIDIndex, Port: e.PortNum, Type: GIDType(e.GIDType), NetdevIfindex: e.NetdevIfindex}
+	if e.NetdevIfindex != 0 {
+		if ifi, err := net.InterfaceByIndex(int(e.NetdevIfindex)); err == nil {
+			g.Netdev = ifi.Name
+		}
+	}
+	return g
+}
+
+// gidSysfs is QueryGID from sysfs (kernels before 5.10), with the kernel's
+// answers: EINVAL past the table, ENODATA for an empty entry.
+func (c *Context) gidSysfs(op string, port uint8, index int) (GIDEntry, error) {
+	pa, err := c.QueryPort(port)
+	if err != nil {
+		return GIDEntry{}, opErr(c.dev.Name, op, err)
+	}
+	if index >= pa.GIDTblLen {
+		return GIDEntry{}, &Error{Op: op, Device: c.dev.Name,
+			Err: fmt.Errorf("%w: GID index %d is past port %d's table (%d entries)", sys.NewErrno(sys.EINVAL), index, port, pa.GIDTblLen)}
+	}
+	all, err := c.gidTableSysfs()
+	if err != nil {
+		return GIDEntry{}, err
+	}
+	for _, g := range all {
+		if g.Port == uint32(port) && g.Index == uint32(index) {
+			return g, nil
+		}
+	}
+	return GIDEntry{}, &Error{Op: op, Device: c.dev.Name, Err: ErrNoGID}
+}
+
+// QueryGIDTableInto fills entries with the valid GIDs of every port and
+// returns how many (rdma-core ibv_query_gid_table with max_entries =
+// len(entries)). A slice too short for them all, an empty one included, is
+// EINVAL, as from the kernel. QueryGIDTable sizes the slice itself.
+func (c *Context) QueryGIDTableInto(entries []GIDEntry) (int, error) {
+	op := "query gid table"
+	if err := c.check(); err != nil {
+		return 0, opErr(c.dev.Name, op, err)
+	}
+	tooSmall := func(have int) error {
+		return &Error{Op: op, Device: c.dev.Name,
+			Err: fmt.Errorf("%w: room for %d entries, the table has %d", sys.NewErrno(sys.EINVAL), len(entries), have)}
+	}
+	esz := abi.Size[abi.GIDEntry]()
+	if len(entries) == 0 {
+		// The kernel refuses an empty buffer whatever the table holds.
+		return 0, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: no room for any entry", sys.NewErrno(sys.EINVAL))}
+	}
+	if len(entries)*esz > sys.MaxAttrLen {
+		all, err := c.gidTableSysfs()
+		if err != nil {
+			return 0, err
+		}
+		if len(all) > len(entries) {
+			return 0, tooSmall(len(all))
+		}
+		return copy(entries, all), nil
+	}
+	if err := c.lock(); err != nil {
+		return 0, opErr(c.dev.Name, op, err)
+	}
+	cmd := sys.NewIoctl(c.arena, abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_TABLE, c.dev.DriverID)
+	cmd.Const(abi.UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE, uint64(esz))
+	cmd.U32(abi.UVERBS_ATTR_QUERY_GID_TABLE_FLAGS, 0)
+	ents := cmd.PtrOut(abi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES, len(entries)*esz)
+	num := cmd.PtrOut(abi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES, 8)
+	err := cmd.Exec(c.fd)
+	n := 0
+	if err == nil {
+		n = int(le64(num))
+		if n > len(entries) {
+			err = fmt.Errorf("kernel reported %d entries for a %d-entry buffer", n, len(entries))
+		} else {
+			for i := 0; i < n; i++ {
+				e := *abi.As[abi.GIDEntry](ents[i*esz:])
+				entries[i] = GIDEntry{GID: GID(e.GID), Index: e.GIDIndex, Port: e.PortNum, Type: GIDType(e.GIDType), NetdevIfindex: e.NetdevIfindex}
+			}
+		}
+	}
+	c.mu.Unlock()
+	if isFallback(err) {
+		all, err := c.gidTableSysfs()
+		if err != nil {
+			return 0, err
+		}
+		if len(all) > len(entries) {
+			return 0, tooSmall(len(all))
+		}
+		return copy(entries, all), nil
+	}
+	if err != nil {
+		if sys.ErrnoOf(err) == sys.EINVAL {
+			return 0, &Error{Op: op, Device: c.dev.Name, Err: err, Hint: fmt.Sprintf("room for %d entries is too little for the table", len(entries))}
+		}
+		return 0, opErr(c.dev.Name, op, err)
+	}
+	for i := 0; i < n; i++ {
+		if entries[i].NetdevIfindex != 0 {
+			if ifi, err := net.InterfaceByIndex(int(entries[i].NetdevIfindex)); err == nil {
+				entries[i].Netdev = ifi.Name
+			}
+		}
+	}
+	return n, nil
 }

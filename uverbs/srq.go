@@ -171,6 +171,9 @@ func (s *SRQ) PostRecv(wr []RecvWR) (int, error) {
 	if s.closed.Load() {
 		return 0, ErrClosed
 	}
+	if s.ctx.fatal.Load() {
+		return 0, fatalErr(s.ctx.dev.Name, "post srq recv")
+	}
 	return s.drv.PostRecv(wr)
 }
 

@@ -31,6 +31,9 @@ var layouts = []layout{
 	{"ib_uverbs_alloc_pd", "rdma/ib_user_verbs.h", AllocPD{}},
 	{"ib_uverbs_alloc_pd_resp", "rdma/ib_user_verbs.h", AllocPDResp{}},
 	{"ib_uverbs_dealloc_pd", "rdma/ib_user_verbs.h", DeallocPD{}},
+	{"ib_uverbs_alloc_mw", "rdma/ib_user_verbs.h", AllocMW{}},
+	{"ib_uverbs_alloc_mw_resp", "rdma/ib_user_verbs.h", AllocMWResp{}},
+	{"ib_uverbs_dealloc_mw", "rdma/ib_user_verbs.h", DeallocMW{}},
 	{"ib_uverbs_async_event_desc", "rdma/ib_user_verbs.h", AsyncEventDesc{}},
 	{"ib_uverbs_comp_event_desc", "rdma/ib_user_verbs.h", CompEventDesc{}},
 	{"mlx5_ib_alloc_ucontext_req_v2", "rdma/mlx5-abi.h", Mlx5AllocUcontextReqV2{}},
@@ -103,6 +106,7 @@ var layouts = []layout{
 	{"rxe_send_wr", "rdma/rdma_user_rxe.h", RxeSendWRRDMA{}},
 	{"rxe_send_wr", "rdma/rdma_user_rxe.h", RxeSendWRAtomic{}},
 	{"rxe_send_wr", "rdma/rdma_user_rxe.h", RxeSendWRUD{}},
+	{"rxe_send_wr", "rdma/rdma_user_rxe.h", RxeSendWRMW{}},
 	{"rxe_send_wqe", "rdma/rdma_user_rxe.h", RxeSendWQE{}},
 	{"rxe_recv_wqe", "rdma/rdma_user_rxe.h", RxeRecvWQE{}},
 }

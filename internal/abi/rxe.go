@@ -147,6 +147,24 @@ type RxeSendWRUD struct {
 	AV         [88]byte `c:"wr.ud.av"` // struct rxe_av, for kernels without ah_num
 }
 
+// RxeSendWRMW views C: struct rxe_send_wr through wr.mw (a memory window
+// bind: the window's current rkey, the new rkey, the MR and the range).
+type RxeSendWRMW struct {
+	_         structs.HostLayout
+	WRID      uint64 `c:"wr_id"`
+	Reserved  uint32 `c:"reserved"`
+	Opcode    uint32 `c:"opcode"`
+	SendFlags uint32 `c:"send_flags"`
+	Ex        uint32 `c:"ex"`
+	Addr      uint64 `c:"wr.mw.addr"`
+	Length    uint64 `c:"wr.mw.length"`
+	MRLKey    uint32 `c:"wr.mw.mr_lkey"`
+	MWRKey    uint32 `c:"wr.mw.mw_rkey"`
+	RKey      uint32 `c:"wr.mw.rkey"`
+	Access    uint32 `c:"wr.mw.access"`
+	_         [88]byte
+}
+
 // RxeSendWQE mirrors C: struct rxe_send_wqe (rdma/rdma_user_rxe.h); the SGEs
 // or inline data follow Dma.
 type RxeSendWQE struct {
@@ -188,6 +206,7 @@ var (
 	_ [144]byte = [unsafe.Sizeof(RxeSendWRRDMA{})]byte{}
 	_ [144]byte = [unsafe.Sizeof(RxeSendWRAtomic{})]byte{}
 	_ [144]byte = [unsafe.Sizeof(RxeSendWRUD{})]byte{}
+	_ [144]byte = [unsafe.Sizeof(RxeSendWRMW{})]byte{}
 	_ [208]byte = [unsafe.Sizeof(RxeSendWQE{})]byte{}
 	_ [40]byte  = [unsafe.Sizeof(RxeRecvWQE{})]byte{}
 )

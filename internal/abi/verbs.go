@@ -252,6 +252,28 @@ type DeallocPD struct {
 	PDHandle uint32 `c:"pd_handle"`
 }
 
+// AllocMW mirrors C: struct ib_uverbs_alloc_mw (rdma/ib_user_verbs.h).
+type AllocMW struct {
+	_        structs.HostLayout
+	Response uint64  `c:"response"`
+	PDHandle uint32  `c:"pd_handle"`
+	MWType   uint8   `c:"mw_type"`
+	Reserved [3]byte `c:"reserved"`
+}
+
+// AllocMWResp mirrors C: struct ib_uverbs_alloc_mw_resp (rdma/ib_user_verbs.h).
+type AllocMWResp struct {
+	_        structs.HostLayout
+	MWHandle uint32 `c:"mw_handle"`
+	RKey     uint32 `c:"rkey"`
+}
+
+// DeallocMW mirrors C: struct ib_uverbs_dealloc_mw (rdma/ib_user_verbs.h).
+type DeallocMW struct {
+	_        structs.HostLayout
+	MWHandle uint32 `c:"mw_handle"`
+}
+
 // AsyncEventDesc mirrors C: struct ib_uverbs_async_event_desc (rdma/ib_user_verbs.h).
 type AsyncEventDesc struct {
 	_         structs.HostLayout

@@ -42,6 +42,7 @@ const (
 	EBUSY           = syscall.EBUSY
 	EEXIST          = syscall.EEXIST
 	ENODEV          = syscall.ENODEV
+	ENODATA         = syscall.ENODATA
 	EINVAL          = syscall.EINVAL
 	ENOTTY          = syscall.ENOTTY
 	ENOSPC          = syscall.ENOSPC

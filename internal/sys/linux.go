@@ -126,6 +126,21 @@ func NetlinkRDMA() (*FD, error) {
 	return NewFD(fd), nil
 }
 
+// NetlinkUevent opens a NETLINK_KOBJECT_UEVENT socket subscribed to the
+// kernel's uevent broadcast (group 1), which any user may read: device
+// files appearing and going away.
+func NetlinkUevent() (*FD, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_KOBJECT_UEVENT)
+	if err != nil {
+		return nil, errnoErr(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: 1}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("bind uevent group: %w", errnoErr(err))
+	}
+	return NewFD(fd), nil
+}
+
 // NetlinkSend sends one request to the kernel on a netlink socket.
 func NetlinkSend(fd *FD, b []byte) error {
 	return fd.use(func(raw int) error {

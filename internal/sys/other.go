@@ -19,6 +19,8 @@ func HugePageSize() (int, error) { return 0, ErrNotSupportedOnOS }
 
 func NetlinkRDMA() (*FD, error) { return nil, ErrNotSupportedOnOS }
 
+func NetlinkUevent() (*FD, error) { return nil, ErrNotSupportedOnOS }
+
 func NetlinkSend(fd *FD, b []byte) error { return ErrNotSupportedOnOS }
 
 func NetlinkRecv(fd *FD, b []byte) (int, error) { return 0, ErrNotSupportedOnOS }

@@ -73,6 +73,17 @@ func (p *PollFD) Int() int {
 // until a record arrives, ctx is cancelled (ctx.Err()), ctx's deadline passes
 // (context.DeadlineExceeded) or the file is closed (ErrFDClosed).
 func (p *PollFD) Read(ctx context.Context, buf []byte) (int, error) {
+	return p.read(ctx, buf, true)
+}
+
+// ReadDatagram is Read for a descriptor whose records vary in size (a
+// netlink socket): it returns the length of the one it read, which is cut
+// to len(buf) if longer.
+func (p *PollFD) ReadDatagram(ctx context.Context, buf []byte) (int, error) {
+	return p.read(ctx, buf, false)
+}
+
+func (p *PollFD) read(ctx context.Context, buf []byte, whole bool) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -113,7 +124,7 @@ func (p *PollFD) Read(ctx context.Context, buf []byte) (int, error) {
 		switch {
 		case err != nil:
 			rerr = errnoErr(err)
-		case n != len(buf):
+		case whole && n != len(buf):
 			rerr = fmt.Errorf("short event read: %d of %d bytes", n, len(buf))
 		}
 		return true

@@ -124,6 +124,21 @@ func TestPollFDShortRecord(t *testing.T) {
 	require.ErrorContains(t, err, "short event read")
 }
 
+// A datagram read takes a record of any size and says how long it was.
+func TestPollFDReadDatagram(t *testing.T) {
+	p, w := newPollPipe(t)
+	writeRecord(t, w, 0x0102030405060708)
+	var buf [16]byte
+	n, err := p.ReadDatagram(context.Background(), buf[:])
+	require.NoError(t, err)
+	require.Equal(t, 8, n)
+	require.Equal(t, uint64(0x0102030405060708), binary.LittleEndian.Uint64(buf[:8]))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err = p.ReadDatagram(ctx, buf[:])
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
 // After Close the number may already name another file: Int says -1.
 func TestPollFDIntAfterClose(t *testing.T) {
 	p, _ := newPollPipe(t)
