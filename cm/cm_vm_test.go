@@ -307,6 +307,19 @@ func TestUnreachable(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnreachable)
 	require.Less(t, time.Since(start), 5*time.Second, "within the timeout")
 	t.Logf("192.0.2.1: %v (%v)", err, time.Since(start))
+
+	// A silent host in the subnet: on dummy0 (NOARP) the address resolves
+	// and the REQ goes unanswered; the kernel would give up after ~98 s,
+	// the context's 3 s end the wait, and the id is destroyed (REJ 4).
+	vm := testutil.VM(t)
+	ip := netip.MustParseAddr(vm.IP).As4()
+	ip[3] = 77
+	silent := netip.AddrPortFrom(netip.AddrFrom4(ip), 7174).String()
+	start = time.Now()
+	_, err = Dial(tctx(t, 3*time.Second), silent)
+	require.ErrorIs(t, err, ErrTimeout)
+	require.Less(t, time.Since(start), 5*time.Second, "within the timeout")
+	t.Logf("%s: %v (%v)", silent, err, time.Since(start))
 }
 
 // Cancelling the context of a pending resolution returns at once, and the
@@ -346,6 +359,7 @@ func TestDestroyWithUnreadEvents(t *testing.T) {
 	_, addr := vmAddr(t, 7996)
 	ch, err := NewChannel()
 	require.NoError(t, err)
+	defer ch.Close()
 	id, err := ch.CreateID(PortSpaceTCP, 0)
 	require.NoError(t, err)
 	require.NoError(t, id.ResolveAddr(Addr{}, addr, time.Second))
