@@ -173,6 +173,21 @@ func TestDialListenLoopback(t *testing.T) {
 	require.Equal(t, cli.QP().QPN(), srv.Remote().QPN)
 	require.Equal(t, uverbs.QPStateRTS, cli.QP().State())
 	require.Equal(t, uverbs.QPStateRTS, srv.QP().State())
+	// The attributes INIT_QP_ATTR gave (cm-brief.md §2.3): after the
+	// INIT refresh both sides allow remote write, read and atomics
+	// (responder resources 1); RTS timeout is the packet lifetime + 1
+	// (19 on 6.1, 17 on 6.12); min_rnr_timer 0.
+	for name, qp := range map[string]*uverbs.QP{"client": cli.QP(), "server": srv.QP()} {
+		a, _, err := qp.Query(uverbs.QPAttrAccessFlags | uverbs.QPAttrTimeout | uverbs.QPAttrMinRNRTimer | uverbs.QPAttrMaxQPRdAtomic | uverbs.QPAttrMaxDestRdAtomic | uverbs.QPAttrPathMTU)
+		require.NoError(t, err)
+		t.Logf("%s QP: access %v (%#x) timeout %d min_rnr_timer %d rd_atomic %d dest_rd_atomic %d mtu %v",
+			name, a.AccessFlags, uint32(a.AccessFlags), a.Timeout, a.MinRNRTimer, a.MaxRdAtomic, a.MaxDestRdAtomic, a.PathMTU)
+		want := uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteAtomic
+		require.Equal(t, want, a.AccessFlags&want, name)
+		require.Contains(t, []uint8{17, 19}, a.Timeout, name)
+		require.EqualValues(t, 1, a.MaxRdAtomic, name)
+		require.EqualValues(t, 1, a.MaxDestRdAtomic, name)
+	}
 	require.Equal(t, cli.LocalAddr().IP, srv.RemoteAddr().IP)
 
 	copy(cliBuf.mem.Bytes()[2048:], "ping")
@@ -471,4 +486,77 @@ func TestIPv6WildcardAcceptsIPv4(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, <-acc)
 	c.Close()
+}
+
+// The low-level API end to end, the client managing its own QP as rping -q
+// does (rdma_establish): CONNECT_REQUEST with the child, CONNECT_RESPONSE
+// without an id QP, Establish, ESTABLISHED on the passive side, DISCONNECTED
+// on both, then TIMEWAIT_EXIT.
+func TestLowLevelEstablish(t *testing.T) {
+	_, addr := vmAddr(t, 7986)
+	ctx := tctx(t, 60*time.Second)
+	sch, err := NewChannel()
+	require.NoError(t, err)
+	defer sch.Close()
+	lid, err := sch.CreateID(PortSpaceTCP, 0)
+	require.NoError(t, err)
+	require.NoError(t, lid.Bind(addr))
+	require.NoError(t, lid.Listen(1))
+
+	cch, err := NewChannel()
+	require.NoError(t, err)
+	defer cch.Close()
+	cid, err := cch.CreateID(PortSpaceTCP, 0)
+	require.NoError(t, err)
+	require.NoError(t, cid.Resolve(ctx, Addr{}, addr))
+	vctx, pd, err := cid.Verbs()
+	require.NoError(t, err)
+	cq, err := vctx.CreateCQ(uverbs.CQInitAttr{CQE: 8})
+	require.NoError(t, err)
+	defer cq.Close()
+	qp, err := pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: DefaultCap})
+	require.NoError(t, err)
+	defer qp.Close()
+	require.NoError(t, cid.ModifyQP(qp, uverbs.QPStateInit, nil))
+	require.NoError(t, cid.Connect(&ConnParam{QPN: qp.QPN(), PrivateData: []byte{1, 2, 3}, ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}))
+
+	req, err := lid.WaitEvent(ctx, EventConnectRequest)
+	require.NoError(t, err)
+	child := req.Child
+	require.NotNil(t, child)
+	defer child.Close()
+	require.Equal(t, qp.QPN(), req.Conn.QPN)
+	require.Equal(t, []byte{1, 2, 3}, req.Conn.PrivateData[:3])
+	require.Equal(t, req.Handle, child.Handle())
+	_, err = child.CreateQP(nil, QPInitAttr{Cap: DefaultCap})
+	require.NoError(t, err)
+	require.NoError(t, child.Accept(&ConnParam{PrivateData: []byte("ok"), ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}))
+
+	resp, err := cid.WaitEvent(ctx, EventConnectResponse)
+	require.NoError(t, err)
+	require.Equal(t, child.QP().QPN(), resp.Conn.QPN)
+	require.Equal(t, "ok", string(resp.Conn.PrivateData[:2]))
+	require.Len(t, resp.Conn.PrivateData, 196, "REP private data comes padded to 196")
+	for _, s := range []uverbs.QPState{uverbs.QPStateInit, uverbs.QPStateRTR, uverbs.QPStateRTS} {
+		require.NoError(t, cid.ModifyQP(qp, s, nil))
+	}
+	require.NoError(t, cid.Establish())
+	_, err = child.WaitEvent(ctx, EventEstablished)
+	require.NoError(t, err)
+
+	require.NoError(t, qp.ToErr())
+	require.NoError(t, cid.Disconnect())
+	_, err = child.WaitEvent(ctx, EventDisconnected)
+	require.NoError(t, err)
+	require.NoError(t, child.Disconnect())
+	_, err = cid.WaitEvent(ctx, EventDisconnected)
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = cid.WaitEvent(ctx, EventTimewaitExit)
+	require.NoError(t, err)
+	t.Logf("TIMEWAIT_EXIT %v after DISCONNECTED", time.Since(start))
+	require.NoError(t, qp.Close())
+	require.NoError(t, cq.Close())
+	require.NoError(t, cid.Close())
+	require.NoError(t, lid.Close())
 }

@@ -421,6 +421,7 @@ func (id *ID) Connect(p *ConnParam) error {
 	qpn := cp.QPN
 	if qp := id.QP(); qp != nil {
 		qpn = qp.QPN()
+		cp.SRQ = cp.SRQ || qp.SRQ() != nil // librdmacm: conn_param.srq from id->srq
 	}
 	var perr error
 	_, err := id.exec(abi.RDMA_USER_CM_CMD_CONNECT, abi.Size[abi.UcmConnect](), 0, 0, func(in []byte, _ uint64, _ []byte) {
@@ -457,6 +458,7 @@ func (id *ID) Accept(p *ConnParam) error {
 	qpn := cp.QPN
 	if qp != nil {
 		qpn = qp.QPN()
+		cp.SRQ = cp.SRQ || qp.SRQ() != nil
 		if !id.ud {
 			if err := id.qpToRTS(cp.ResponderResources, cp.InitiatorDepth, true); err != nil {
 				qp.ToErr()
