@@ -71,8 +71,6 @@ var unsupported = map[string]string{
 	"R":                "rdma_cm connections (-R/--rdma_cm) need ibgo's cm package, which is not done yet",
 	"z":                "rdma_cm data exchange (-z/--comm_rdma_cm) needs ibgo's cm package, which is not done yet",
 	"O":                "dual-port mode (-O/--dualport) is not supported",
-	"e":                "CQ events (-e/--events) are not supported yet",
-	"X":                "completion vectors (-X/--vector) need -e, which is not supported yet",
 	"g":                "multicast (-g/--mcg) is not supported yet",
 	"M":                "multicast (-M/--MGID) is not supported yet",
 	"W":                "performance counters (-W/--report-counters) are not supported",
@@ -185,6 +183,24 @@ func options() []opt {
 			return perr(" Invalid message rate limit %s", v)
 		}
 		p.LimitMR = f
+		return nil
+	})
+	add('e', "events", false, func(p *Config, _ string) error {
+		if p.Test.Verb == Write {
+			return perr(" Events feature not available on WRITE verb")
+		}
+		p.Events = true
+		return nil
+	})
+	add('X', "vector", true, func(p *Config, v string) error {
+		if p.Test.Verb == Write {
+			return perr(" Events feature not available on WRITE verb")
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < minEQNum || n > maxEQNum {
+			return perr(" EQN should be between %d and %d", minEQNum, maxEQNum)
+		}
+		p.CompVector, p.VectorGiven = n, true
 		return nil
 	})
 	add('h', "help", false, func(p *Config, _ string) error { return errHelp })
@@ -387,6 +403,10 @@ func Usage(t Test, prog string) string {
 	if t.Verb == Send {
 		lines = append(lines, "-r, --rx-depth=N             receive queue depth (default 512)", "-I, --inline_size=N          max inline data")
 	}
+	if t.Verb != Write {
+		lines = append(lines, "-e, --events                 sleep on CQ events instead of polling",
+			"-X, --vector=N               the CQs' completion vector (with -e)")
+	}
 	if t.Verb == Write {
 		lines = append(lines, "-I, --inline_size=N          max inline data")
 	}
@@ -399,6 +419,6 @@ func Usage(t Test, prog string) string {
 	for _, l := range lines {
 		b.WriteString("  " + l + "\n")
 	}
-	b.WriteString("\nRefused (with a message): -R, -z, -O, -e, -g, -W, XRC/DC/SRD, GPU memory, rate limiter.\n")
+	b.WriteString("\nRefused (with a message): -R, -z, -O, -g, -W, XRC/DC/SRD, GPU memory, rate limiter.\n")
 	return b.String()
 }

@@ -41,6 +41,8 @@ func TestDefaults(t *testing.T) {
 		{"write_bw", []string{"-D", "4"}, 65536, 0, 128, 1, 1, -1, true},
 		{"write_bw", []string{"-l", "4", "-n", "100"}, 65536, 100, 100, 1, 4, -1, false},
 		{"send_bw", []string{"-s", "1K", "-r", "33", "10.0.0.1"}, 1024, 1000, 128, 34, 100, -1, false}, // odd rx depth rounds up
+		{"send_bw", []string{"-e", "10.0.0.1"}, 65536, 1000, 128, 512, 100, -1, false},                 // events keep cq_mod for large sizes
+		{"read_bw", []string{"--events", "-X", "0"}, 65536, 1000, 128, 1, 100, 0, false},
 	} {
 		t.Run(tc.test+" "+strings.Join(tc.args, " "), func(t *testing.T) {
 			p, err := ParseArgs(mustTest(t, tc.test), "ib_"+tc.test, tc.args)
@@ -124,6 +126,12 @@ func TestParseErrors(t *testing.T) {
 		{"write_bw", []string{"--use_cuda=0"}, "built without CUDA", false},
 		{"write_bw", []string{"-c", "DC"}, "DC connection is not supported", false},
 		{"send_bw", []string{"-c", "UD", "-I", "900"}, "Max inline should be between 0 and 884", false},
+		{"write_bw", []string{"-e"}, "Events feature not available on WRITE verb", false},
+		{"write_lat", []string{"-X", "1"}, "Events feature not available on WRITE verb", false},
+		{"send_bw", []string{"-X", "1"}, "Events must be enabled to select a completion vector", false},
+		{"send_bw", []string{"-e", "-X", "3000"}, "EQN should be between 0 and 2048", false},
+		{"send_bw", []string{"-e", "-D", "2"}, "Duration mode doesn't work with events", false},
+		{"read_bw", []string{"-e", "--run_infinitely"}, "run_infinitely does not support events", false},
 	} {
 		t.Run(tc.test+" "+strings.Join(tc.args, " "), func(t *testing.T) {
 			_, err := ParseArgs(mustTest(t, tc.test), "ib_"+tc.test, tc.args)

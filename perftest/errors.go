@@ -80,6 +80,11 @@ const (
 	opStall
 	opWarmUp
 	opCheck
+	opCompChannel
+	opCompVector
+	opReqNotify
+	opCQEvent
+	opEventStall
 )
 
 var opNames = map[op]string{
@@ -98,6 +103,8 @@ var opNames = map[op]string{
 	opWriteKey: "write the key message", opPostRecv: "post a receive", opPostSend: "post a send",
 	opPollSend: "poll the send CQ", opPollRecv: "poll the receive CQ", opCompletion: "complete a work request",
 	opPeerGone: "run the test", opStall: "receive", opWarmUp: "warm up", opCheck: "check the configuration",
+	opCompChannel: "create the completion channel", opCompVector: "check the completion vector",
+	opReqNotify: "request CQ notification", opCQEvent: "wait for a CQ event", opEventStall: "wait for a CQ event",
 }
 
 // Error is why a run failed (a value: safe to read from any goroutine).
@@ -256,6 +263,16 @@ func perftestText(e *Error) string {
 		return fmt.Sprintf(" Did not get Message for 60 Seconds (received %d of %d)", e.Done, e.Value)
 	case opWarmUp:
 		return fmt.Sprintf(" Failed to warm up: %v", err)
+	case opCompChannel:
+		return fmt.Sprintf("Couldn't create completion channel: %v", err)
+	case opCompVector:
+		return fmt.Sprintf(" Completion vector specified is invalid\n Max completion vector = %d", e.Value-1)
+	case opReqNotify:
+		return fmt.Sprintf("Couldn't request CQ notification: %v", err)
+	case opCQEvent:
+		return fmt.Sprintf("Failed to get cq_event: %v", err)
+	case opEventStall:
+		return fmt.Sprintf(" Did not get Message for 60 Seconds, exiting..\n Total Received=%d, Total Iters Required=%d\n Due to this issue, Perftest cannot produce a report when in event mode.", e.Done, e.Value)
 	case opCheck:
 		if err != nil {
 			return err.Error()

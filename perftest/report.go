@@ -92,6 +92,9 @@ func (e *engine) banner() {
 		title += "Latency "
 	}
 	fmt.Fprintln(w, title+"Test")
+	if p.Events {
+		fmt.Fprintf(w, " Test with events. Using %s_comp%d\n", e.hw.dev.Name, p.CompVector)
+	}
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", e.hw.dev.Name)
 	transport := "IB"
 	if e.hw.dev.Transport() == uverbs.TransportIWARP {

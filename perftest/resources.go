@@ -27,6 +27,7 @@ type engine struct {
 	sess session
 	meas measurements
 	pace pacer
+	ev   eventWait // -e
 }
 
 // deviceInfo is the device and what the test settled with it and the peer.
@@ -50,6 +51,7 @@ type resources struct {
 	mr      *uverbs.MR
 	sendCQ  *uverbs.CQ
 	recvCQ  *uverbs.CQ
+	channel *uverbs.CompChannel // -e: both CQs report events here
 	srq     *uverbs.SRQ
 	qps     []*uverbs.QP
 	ahs     []*uverbs.AH
@@ -67,6 +69,7 @@ type measurements struct {
 }
 
 func (e *engine) close() {
+	e.stopEvents()
 	r := &e.res
 	for _, ah := range r.ahs {
 		ah.Close()
@@ -79,6 +82,7 @@ func (e *engine) close() {
 	if r.recvCQ != r.sendCQ {
 		r.recvCQ.Close()
 	}
+	r.channel.Close()
 	r.mr.Close()
 	r.mem.Close()
 	r.pd.Close()
@@ -312,12 +316,18 @@ func (e *engine) setup() error {
 		return &Error{Kind: KindResource, op: opRegMR, Device: e.hw.dev.Name, Value: total, Err: err}
 	}
 	txDepth := p.TxDepth
-	if e.res.sendCQ, err = e.hw.ctx.CreateCQ(uverbs.CQInitAttr{CQE: txDepth * p.NumQPs}); err != nil {
+	if err := e.createChannel(); err != nil {
+		return err
+	}
+	cqAttr := func(n int) uverbs.CQInitAttr {
+		return uverbs.CQInitAttr{CQE: n, Channel: e.res.channel, CompVector: p.CompVector}
+	}
+	if e.res.sendCQ, err = e.hw.ctx.CreateCQ(cqAttr(txDepth * p.NumQPs)); err != nil {
 		return &Error{Kind: KindResource, op: opCreateCQ, Device: e.hw.dev.Name, Value: txDepth * p.NumQPs, Err: err}
 	}
 	e.res.recvCQ = e.res.sendCQ
 	if p.Test.Verb == Send {
-		if e.res.recvCQ, err = e.hw.ctx.CreateCQ(uverbs.CQInitAttr{CQE: p.RxDepth * p.NumQPs}); err != nil {
+		if e.res.recvCQ, err = e.hw.ctx.CreateCQ(cqAttr(p.RxDepth * p.NumQPs)); err != nil {
 			return &Error{Kind: KindResource, op: opCreateCQ, Device: e.hw.dev.Name, Value: p.RxDepth * p.NumQPs, Err: err}
 		}
 		if p.UseSRQ {
