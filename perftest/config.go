@@ -4,6 +4,8 @@ import (
 	"io"
 	"math"
 	"strings"
+
+	"github.com/ibgo/ibgo/uverbs"
 )
 
 // Verb is the RDMA operation a test measures.
@@ -161,6 +163,9 @@ type Config struct {
 	Events      bool // -e: wait for completion events instead of spinning on the CQs
 	CompVector  int  // -X: the CQs' completion vector (with -e)
 	VectorGiven bool
+	Mcast       bool       // -g: UD sends to a multicast group
+	MGID        uverbs.GID // -M: the group (with -g); perftest's default otherwise
+	MGIDGiven   bool
 	CPUFreqF    bool // -F, accepted for compatibility
 	DontXchg    bool // --dont_xchg_versions (refused at run time, see Run)
 	ConnectFor  int  // --connect_timeout: seconds the client retries the server
@@ -315,6 +320,14 @@ func (p *Config) check() error {
 	if p.VectorGiven && !p.Events {
 		return perr(" Events must be enabled to select a completion vector")
 	}
+	if p.Mcast {
+		if p.Bidir {
+			return perr("Bidirectional mode not supported in multicast")
+		}
+		if p.NumQPs > 1 {
+			return perr("Only 1 QP supported in multicast")
+		}
+	}
 	if p.RunInf && t.Verb == Send && p.Bidir {
 		return perr(" run_infinitely mode is not supported in SEND Bidirectional BW test")
 	}
@@ -402,6 +415,12 @@ func (p *Config) derive() (notices []string) {
 	}
 	if p.RxDepth%2 == 1 && p.Test.Verb == Send && p.Conn != UD && p.RxGiven {
 		p.RxDepth++
+	}
+	// perftest turns -g into UD after the rules above have used the
+	// connection type it was given (force_dependecies), so a 64 KiB -g
+	// run keeps cq_mod 1 as an RC one would.
+	if p.Mcast {
+		p.Conn = UD
 	}
 	p.derived = true
 	return notices

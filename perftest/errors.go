@@ -85,6 +85,8 @@ const (
 	opReqNotify
 	opCQEvent
 	opEventStall
+	opAttachMcast
+	opMcastIB
 )
 
 var opNames = map[op]string{
@@ -104,6 +106,7 @@ var opNames = map[op]string{
 	opPollSend: "poll the send CQ", opPollRecv: "poll the receive CQ", opCompletion: "complete a work request",
 	opPeerGone: "run the test", opStall: "receive", opWarmUp: "warm up", opCheck: "check the configuration",
 	opCompChannel: "create the completion channel", opCompVector: "check the completion vector",
+	opAttachMcast: "attach the QP to the multicast group", opMcastIB: "use multicast",
 	opReqNotify: "request CQ notification", opCQEvent: "wait for a CQ event", opEventStall: "wait for a CQ event",
 }
 
@@ -263,6 +266,10 @@ func perftestText(e *Error) string {
 		return fmt.Sprintf(" Did not get Message for 60 Seconds (received %d of %d)", e.Done, e.Value)
 	case opWarmUp:
 		return fmt.Sprintf(" Failed to warm up: %v", err)
+	case opAttachMcast:
+		return fmt.Sprintf("Couldn't attach QP to MultiCast group %s: %v", e.Text, err)
+	case opMcastIB:
+		return " Multicast on InfiniBand needs the group registered with the subnet manager (a MAD through umad), which ibgo does not do; on RoCE it needs nothing"
 	case opCompChannel:
 		return fmt.Sprintf("Couldn't create completion channel: %v", err)
 	case opCompVector:

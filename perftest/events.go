@@ -10,11 +10,17 @@ import (
 
 // Completion events (-e, --events). perftest creates one completion channel
 // for both CQs (ibv_create_comp_channel, the CQs on it with -X's vector),
-// arms both CQs once before the test (ibv_req_notify_cq) and then, in each
-// loop, before a poll it would otherwise spin on, sleeps in
-// ctx_notify_events (perftest_resources.h): take the channel's next event,
-// whichever CQ it is for, acknowledge it and re-arm that CQ. The loops poll
-// right after. ibgo does the same, in the same places.
+// arms both CQs once before the test (ibv_req_notify_cq) and, in its loops,
+// sleeps in ctx_notify_events (perftest_resources.h): take the channel's
+// next event, whichever CQ it is for, acknowledge it (ibv_ack_cq_events)
+// and re-arm that CQ; then poll. ibgo makes the same objects and the same
+// calls in the same loops, with one change of order: it sleeps only when a
+// poll has found the CQ it needs empty. perftest sleeps before every poll,
+// which strands completions: an event taken while waiting for the other CQ
+// (the channel is shared) or a completion left behind by a partial poll has
+// no event any more, and the next sleep waits for one that may never come.
+// Polling first cannot strand anything: each CQ is either armed or has its
+// event queued, so an empty poll followed by a sleep always wakes.
 //
 // The wait blocks in the kernel (on the Go runtime poller), so the spinning
 // loops' dead-peer check cannot run there: a watcher goroutine, started

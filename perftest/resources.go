@@ -52,6 +52,8 @@ type resources struct {
 	sendCQ  *uverbs.CQ
 	recvCQ  *uverbs.CQ
 	channel *uverbs.CompChannel // -e: both CQs report events here
+	mcast   []*uverbs.QP        // -g: QPs attached to mgid
+	mgid    uverbs.GID
 	srq     *uverbs.SRQ
 	qps     []*uverbs.QP
 	ahs     []*uverbs.AH
@@ -74,6 +76,7 @@ func (e *engine) close() {
 	for _, ah := range r.ahs {
 		ah.Close()
 	}
+	e.detachMcast()
 	for _, qp := range r.qps {
 		qp.Close()
 	}
@@ -155,6 +158,9 @@ func (e *engine) open() error {
 			return &Error{Kind: KindConfig, op: opMTU, Device: e.hw.dev.Name, Port: p.IBPort, Value: pa.MaxMTU.Bytes()}
 		}
 		e.hw.mtu = m
+	}
+	if p.Mcast && e.hw.linkLayer != uverbs.LinkLayerEthernet {
+		return &Error{Kind: KindConfig, op: opMcastIB, Device: e.hw.dev.Name, Port: p.IBPort}
 	}
 	// RoCE (and IB with -x) carries a GRH: pick the GID as perftest does.
 	if e.hw.linkLayer == uverbs.LinkLayerEthernet || p.GIDGiven {
@@ -361,7 +367,7 @@ func (e *engine) setup() error {
 			RKey: e.res.mr.RKey(), VAddr: e.res.mr.Addr() + uint64((p.NumQPs+i)*e.res.bufSize), GID: e.hw.gid}
 		e.sess.local = append(e.sess.local, d)
 	}
-	return nil
+	return e.attachMcast()
 }
 
 // relaxedOrdering is what the banner's "PCIe relax order" reports; perftest
