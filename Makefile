@@ -60,9 +60,9 @@ demo:
 
 ## bench-vm: Debian's perftest against itself and ibgo perf against itself in the VM, side by side
 ## (BENCH_BEFORE=<dir with an ibgo-before binary> adds that build to the rotation; BENCH_ROUNDS=5;
-## BENCH_ONLY=<regex of case names>)
+## BENCH_ONLY=<regex of case names>; BENCH_MIX=1 adds C-server/ibgo-client and ibgo-server/C-client pairs)
 bench-vm:
-	$(VM) run -kernel $(KERNEL) $(if $(BENCH_BEFORE),-out $(BENCH_BEFORE)) -env BENCH_ROUNDS=$(or $(BENCH_ROUNDS),5) $(if $(BENCH_ONLY),-env 'BENCH_ONLY=$(BENCH_ONLY)') -script hwtest/vm/bench-vm.sh
+	$(VM) run -kernel $(KERNEL) $(if $(BENCH_BEFORE),-out $(BENCH_BEFORE)) -env BENCH_ROUNDS=$(or $(BENCH_ROUNDS),5) $(if $(BENCH_ONLY),-env 'BENCH_ONLY=$(BENCH_ONLY)') $(if $(BENCH_MIX),-env BENCH_MIX=$(BENCH_MIX)) -script hwtest/vm/bench-vm.sh
 
 ## image: build (or show the cached) guest image
 image:

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/ibgo/ibgo/uverbs"
 )
 
 // ParseError is a command line perftest refuses; Msg is printed as
@@ -71,10 +73,6 @@ var unsupported = map[string]string{
 	"R":                "rdma_cm connections (-R/--rdma_cm) need ibgo's cm package, which is not done yet",
 	"z":                "rdma_cm data exchange (-z/--comm_rdma_cm) needs ibgo's cm package, which is not done yet",
 	"O":                "dual-port mode (-O/--dualport) is not supported",
-	"e":                "CQ events (-e/--events) are not supported yet",
-	"X":                "completion vectors (-X/--vector) need -e, which is not supported yet",
-	"g":                "multicast (-g/--mcg) is not supported yet",
-	"M":                "multicast (-M/--MGID) is not supported yet",
 	"W":                "performance counters (-W/--report-counters) are not supported",
 	"L":                "hop limit (-L/--hop_limit) applies to raw Ethernet QPs, which ibgo does not offer",
 	"T":                "TOS (-T/--tos) applies to rdma_cm QPs, which ibgo does not offer yet",
@@ -185,6 +183,39 @@ func options() []opt {
 			return perr(" Invalid message rate limit %s", v)
 		}
 		p.LimitMR = f
+		return nil
+	})
+	add('e', "events", false, func(p *Config, _ string) error {
+		if p.Test.Verb == Write {
+			return perr(" Events feature not available on WRITE verb")
+		}
+		p.Events = true
+		return nil
+	})
+	add('X', "vector", true, func(p *Config, v string) error {
+		if p.Test.Verb == Write {
+			return perr(" Events feature not available on WRITE verb")
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < minEQNum || n > maxEQNum {
+			return perr(" EQN should be between %d and %d", minEQNum, maxEQNum)
+		}
+		p.CompVector, p.VectorGiven = n, true
+		return nil
+	})
+	add('g', "mcg", false, func(p *Config, _ string) error {
+		if p.Test.Verb != Send {
+			return perr(" MultiCast feature only available on SEND verb")
+		}
+		p.Mcast = true
+		return nil
+	})
+	add('M', "MGID", true, func(p *Config, v string) error {
+		g, err := parseMGID(v)
+		if err != nil {
+			return err
+		}
+		p.MGID, p.MGIDGiven = g, true
 		return nil
 	})
 	add('h', "help", false, func(p *Config, _ string) error { return errHelp })
@@ -387,6 +418,14 @@ func Usage(t Test, prog string) string {
 	if t.Verb == Send {
 		lines = append(lines, "-r, --rx-depth=N             receive queue depth (default 512)", "-I, --inline_size=N          max inline data")
 	}
+	if t.Verb == Send {
+		lines = append(lines, "-g, --mcg                    send to a multicast group (UD, one QP)",
+			"-M, --MGID=B:B:...:B         the group's GID, 16 bytes (with -g)")
+	}
+	if t.Verb != Write {
+		lines = append(lines, "-e, --events                 sleep on CQ events instead of polling",
+			"-X, --vector=N               the CQs' completion vector (with -e)")
+	}
 	if t.Verb == Write {
 		lines = append(lines, "-I, --inline_size=N          max inline data")
 	}
@@ -399,6 +438,26 @@ func Usage(t Test, prog string) string {
 	for _, l := range lines {
 		b.WriteString("  " + l + "\n")
 	}
-	b.WriteString("\nRefused (with a message): -R, -z, -O, -e, -g, -W, XRC/DC/SRD, GPU memory, rate limiter.\n")
+	b.WriteString("\nRefused (with a message): -R, -z, -O, -W, XRC/DC/SRD, GPU memory, rate limiter.\n")
 	return b.String()
+}
+
+// parseMGID reads -M as perftest's set_multicast_gid does: 16 numbers
+// separated by ':', each in C's strtoll base-0 forms (decimal, 0x hex,
+// 0 octal), each a byte. perftest reads past the string when there are
+// fewer than 16; ibgo says so.
+func parseMGID(v string) (uverbs.GID, error) {
+	var g uverbs.GID
+	parts := strings.Split(v, ":")
+	if len(parts) != 16 {
+		return g, perr(" MGID %q: want 16 numbers separated by ':' (perftest's form, e.g. 255:1:0:0:0:2:201:133:0:0:0:0:0:0:0:0), got %d", v, len(parts))
+	}
+	for i, s := range parts {
+		n, err := strconv.ParseInt(s, 0, 64)
+		if err != nil || n < 0 || n > 255 {
+			return g, perr(" MGID %q: byte %d (%q) is not a number from 0 to 255", v, i, s)
+		}
+		g[i] = byte(n)
+	}
+	return g, nil
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/uverbs"
 )
 
 func mustTest(t *testing.T, name string) Test {
@@ -41,6 +43,8 @@ func TestDefaults(t *testing.T) {
 		{"write_bw", []string{"-D", "4"}, 65536, 0, 128, 1, 1, -1, true},
 		{"write_bw", []string{"-l", "4", "-n", "100"}, 65536, 100, 100, 1, 4, -1, false},
 		{"send_bw", []string{"-s", "1K", "-r", "33", "10.0.0.1"}, 1024, 1000, 128, 34, 100, -1, false}, // odd rx depth rounds up
+		{"send_bw", []string{"-e", "10.0.0.1"}, 65536, 1000, 128, 512, 100, -1, false},                 // events keep cq_mod for large sizes
+		{"read_bw", []string{"--events", "-X", "0"}, 65536, 1000, 128, 1, 100, 0, false},
 	} {
 		t.Run(tc.test+" "+strings.Join(tc.args, " "), func(t *testing.T) {
 			p, err := ParseArgs(mustTest(t, tc.test), "ib_"+tc.test, tc.args)
@@ -124,6 +128,17 @@ func TestParseErrors(t *testing.T) {
 		{"write_bw", []string{"--use_cuda=0"}, "built without CUDA", false},
 		{"write_bw", []string{"-c", "DC"}, "DC connection is not supported", false},
 		{"send_bw", []string{"-c", "UD", "-I", "900"}, "Max inline should be between 0 and 884", false},
+		{"write_bw", []string{"-e"}, "Events feature not available on WRITE verb", false},
+		{"write_lat", []string{"-X", "1"}, "Events feature not available on WRITE verb", false},
+		{"send_bw", []string{"-X", "1"}, "Events must be enabled to select a completion vector", false},
+		{"send_bw", []string{"-e", "-X", "3000"}, "EQN should be between 0 and 2048", false},
+		{"send_bw", []string{"-e", "-D", "2"}, "Duration mode doesn't work with events", false},
+		{"read_bw", []string{"-e", "--run_infinitely"}, "run_infinitely does not support events", false},
+		{"write_bw", []string{"-g"}, "MultiCast feature only available on SEND verb", false},
+		{"send_bw", []string{"-g", "-b"}, "Bidirectional mode not supported in multicast", false},
+		{"send_bw", []string{"-g", "-q", "2"}, "Only 1 QP supported in multicast", false},
+		{"send_bw", []string{"-g", "-M", "255:1:0"}, "want 16 numbers", false},
+		{"send_bw", []string{"-g", "-M", "255:1:0:0:0:0:0:0:0:0:0:0:0:0:0:256"}, "byte 15", false},
 	} {
 		t.Run(tc.test+" "+strings.Join(tc.args, " "), func(t *testing.T) {
 			_, err := ParseArgs(mustTest(t, tc.test), "ib_"+tc.test, tc.args)
@@ -197,4 +212,60 @@ func TestParseNotices(t *testing.T) {
 		require.NoError(t, err, "%q", tc.args)
 		assert.Equal(t, tc.want, p.Notices, "%q", tc.args)
 	}
+}
+
+// -g: UD after perftest's rules ran on the given connection type; the
+// group's GID by role; -M in C's number forms.
+func TestMulticastConfig(t *testing.T) {
+	c, err := ParseArgs(mustTest(t, "send_bw"), "ib_send_bw", []string{"-g", "10.0.0.1"})
+	require.NoError(t, err)
+	assert.True(t, c.Mcast)
+	assert.Equal(t, UD, c.Conn)
+	assert.Equal(t, 1, c.CQMod, "cq_mod was settled while the connection was RC (64 KiB)")
+
+	c, err = ParseArgs(mustTest(t, "send_bw"), "ib_send_bw", []string{"--mcg", "--MGID", "0xff:0x0e:0:0:0:0:0:0:0:0:0:0:0:0:010:1"})
+	require.NoError(t, err)
+	assert.Equal(t, uverbs.GID{0xff, 0x0e, 14: 8, 15: 1}, c.MGID, "hex, decimal and octal bytes")
+
+	role := func(test string, server bool, args ...string) uverbs.GID {
+		c, err := ParseArgs(mustTest(t, test), "ib_"+test, append([]string{"-g"}, args...))
+		require.NoError(t, err)
+		if !server {
+			c.Server = "h"
+		}
+		e := &engine{cfg: &c.Config}
+		return e.multicastGID()
+	}
+	def := uverbs.GID{255, 1, 0, 0, 0, 2, 201, 133}
+	assert.Equal(t, def, role("send_bw", true))
+	cli := def
+	cli[15] = 1
+	assert.Equal(t, cli, role("send_lat", false), "the latency client listens on the next group")
+	g := uverbs.GID{255, 2, 15: 1}
+	assert.Equal(t, g, role("send_lat", false, "-M", "255:2:0:0:0:0:0:0:0:0:0:0:0:0:0:1"), "-M is used as given")
+
+	srv := &engine{cfg: &Config{Mcast: true, Test: mustTest(t, "send_bw")}}
+	assert.True(t, srv.mcastReceiver())
+	assert.True(t, srv.mgidLabel("local"))
+	assert.False(t, srv.mgidLabel("remote"))
+	cl := &engine{cfg: &Config{Mcast: true, Test: mustTest(t, "send_bw"), Server: "h"}}
+	assert.False(t, cl.mcastReceiver(), "the send_bw client only sends")
+	assert.True(t, cl.mgidLabel("remote"))
+}
+
+// The help lists -e/-X where perftest has them (not write) and -g/-M for
+// send tests only, and no longer calls them refused.
+func TestHelpListsEventsAndMulticast(t *testing.T) {
+	send := Usage(Test{Send, BW}, "ib_send_bw")
+	assert.Contains(t, send, "-e, --events")
+	assert.Contains(t, send, "-X, --vector=N")
+	assert.Contains(t, send, "-g, --mcg")
+	assert.Contains(t, send, "-M, --MGID=")
+	assert.NotContains(t, send, "-e, -g")
+	read := Usage(Test{Read, LAT}, "ib_read_lat")
+	assert.Contains(t, read, "-e, --events")
+	assert.NotContains(t, read, "--mcg")
+	write := Usage(Test{Write, BW}, "ib_write_bw")
+	assert.NotContains(t, write, "--events")
+	assert.NotContains(t, write, "--mcg")
 }

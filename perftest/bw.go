@@ -86,6 +86,7 @@ func (e *engine) iterBW(size int, mode runMode) error {
 	}
 	nq := len(e.res.qps)
 	cq := e.res.sendCQ
+	events := e.res.channel != nil
 	for ss.totS < ss.tot || ss.totC < ss.tot || ss.durMode && (infinite || !dur.ended()) {
 		for i := 0; i < nq; i++ {
 			if err := e.fillSQ(i, ss, dur); err != nil {
@@ -97,7 +98,11 @@ func (e *engine) iterBW(size int, mode runMode) error {
 			if err != nil {
 				return &Error{Kind: KindPoll, op: opPollSend, Err: err}
 			}
-			if n == 0 && e.peerGone() {
+			if n == 0 && events {
+				if err := e.awaitEvent(ss.totC, ss.tot); err != nil {
+					return err
+				}
+			} else if n == 0 && e.peerGone() {
 				return e.goneErr()
 			}
 			for k := 0; k < n; k++ {
@@ -227,10 +232,17 @@ func (e *engine) iterBWServer(size int, mode runMode) error {
 	stall := stallWatch{last: clk.now()}
 	var win windowReporter
 	cq := e.res.recvCQ
+	events := e.res.channel != nil
 	for rcnt < tot || durMode && (infinite || dur == nil || !dur.ended()) {
 		n, err := cq.Poll(wc)
 		if err != nil {
 			return &Error{Kind: KindPoll, op: opPollRecv, Err: err}
+		}
+		if n == 0 && events {
+			if err := e.awaitEvent(rcnt, tot); err != nil {
+				return err
+			}
+			continue
 		}
 		if n == 0 {
 			if e.peerGone() {
@@ -306,6 +318,7 @@ func (e *engine) iterBi(size int) error {
 		e.meas.tposted[0] = clk.now()
 	}
 	stall := stallWatch{last: clk.now()}
+	events := e.res.channel != nil
 	for ss.durMode && (dur == nil || !dur.ended()) || ss.totC < ss.tot || totR < ss.tot {
 		for i := 0; i < nq && !before; i++ {
 			if err := e.fillSQ(i, ss, dur); err != nil {
@@ -339,16 +352,24 @@ func (e *engine) iterBi(size int) error {
 				return err
 			}
 		}
+		sent := 0
 		if ss.totC < ss.tot || ss.durMode && ss.totC < ss.totS {
-			n, err := e.res.sendCQ.Poll(wc)
+			ns, err := e.res.sendCQ.Poll(wc)
 			if err != nil {
 				return &Error{Kind: KindPoll, op: opPollSend, Err: err}
 			}
-			for k := 0; k < n; k++ {
+			for k := 0; k < ns; k++ {
 				if err := e.sendDone(&wc[k], ss); err != nil {
 					return err
 				}
 			}
+			sent = ns
+		}
+		if n == 0 && sent == 0 && events {
+			if err := e.awaitEvent(totR, ss.tot); err != nil {
+				return err
+			}
+			continue
 		}
 		if n == 0 && e.peerGone() {
 			return e.goneErr()

@@ -4,6 +4,8 @@ import (
 	"io"
 	"math"
 	"strings"
+
+	"github.com/ibgo/ibgo/uverbs"
 )
 
 // Verb is the RDMA operation a test measures.
@@ -101,6 +103,8 @@ const (
 	maxIters      = 100000000
 	defQKey       = 0x11111111
 	defConnectFor = 10 // seconds the client keeps retrying the TCP connection
+	minEQNum      = 0  // -X range (MIN_EQ_NUM, MAX_EQ_NUM)
+	maxEQNum      = 2048
 )
 
 // Config is one side of one test: perftest's options as named fields.
@@ -156,6 +160,12 @@ type Config struct {
 	WarmUp      bool // --perform_warm_up
 	LatencyGap  int  // --latency_gap, nanoseconds between latency posts
 	NoPeak      bool // -N
+	Events      bool // -e: wait for completion events instead of spinning on the CQs
+	CompVector  int  // -X: the CQs' completion vector (with -e)
+	VectorGiven bool
+	Mcast       bool       // -g: UD sends to a multicast group
+	MGID        uverbs.GID // -M: the group (with -g); perftest's default otherwise
+	MGIDGiven   bool
 	CPUFreqF    bool // -F, accepted for compatibility
 	DontXchg    bool // --dont_xchg_versions (refused at run time, see Run)
 	ConnectFor  int  // --connect_timeout: seconds the client retries the server
@@ -301,6 +311,23 @@ func (p *Config) check() error {
 			return perr("please check that DURATION > 2*MARGIN")
 		}
 	}
+	if p.Events && p.Duration != 0 {
+		return perr("Duration mode doesn't work with events.")
+	}
+	if p.Events && p.RunInf {
+		return perr(" run_infinitely does not support events feature yet.")
+	}
+	if p.VectorGiven && !p.Events {
+		return perr(" Events must be enabled to select a completion vector")
+	}
+	if p.Mcast {
+		if p.Bidir {
+			return perr("Bidirectional mode not supported in multicast")
+		}
+		if p.NumQPs > 1 {
+			return perr("Only 1 QP supported in multicast")
+		}
+	}
 	if p.RunInf && t.Verb == Send && p.Bidir {
 		return perr(" run_infinitely mode is not supported in SEND Bidirectional BW test")
 	}
@@ -357,7 +384,9 @@ func (p *Config) derive() (notices []string) {
 			p.RxDepth = min(p.Iters, ucMaxRx)
 		}
 	}
-	if p.Size > cqModSizeLim && p.Conn != UD && !p.All {
+	// perftest keeps cq_mod with events: many processes waiting on events
+	// for every completion misbehaved (force_dependecies says so).
+	if p.Size > cqModSizeLim && p.Conn != UD && !p.All && !p.Events {
 		if !p.CQModGiven {
 			p.CQMod = 1
 		} else if p.CQMod > 1 {
@@ -386,6 +415,12 @@ func (p *Config) derive() (notices []string) {
 	}
 	if p.RxDepth%2 == 1 && p.Test.Verb == Send && p.Conn != UD && p.RxGiven {
 		p.RxDepth++
+	}
+	// perftest turns -g into UD after the rules above have used the
+	// connection type it was given (force_dependecies), so a 64 KiB -g
+	// run keeps cq_mod 1 as an RC one would.
+	if p.Mcast {
+		p.Conn = UD
 	}
 	p.derived = true
 	return notices

@@ -80,6 +80,13 @@ const (
 	opStall
 	opWarmUp
 	opCheck
+	opCompChannel
+	opCompVector
+	opReqNotify
+	opCQEvent
+	opEventStall
+	opAttachMcast
+	opMcastIB
 )
 
 var opNames = map[op]string{
@@ -98,6 +105,9 @@ var opNames = map[op]string{
 	opWriteKey: "write the key message", opPostRecv: "post a receive", opPostSend: "post a send",
 	opPollSend: "poll the send CQ", opPollRecv: "poll the receive CQ", opCompletion: "complete a work request",
 	opPeerGone: "run the test", opStall: "receive", opWarmUp: "warm up", opCheck: "check the configuration",
+	opCompChannel: "create the completion channel", opCompVector: "check the completion vector",
+	opAttachMcast: "attach the QP to the multicast group", opMcastIB: "use multicast",
+	opReqNotify: "request CQ notification", opCQEvent: "wait for a CQ event", opEventStall: "wait for a CQ event",
 }
 
 // Error is why a run failed (a value: safe to read from any goroutine).
@@ -256,6 +266,20 @@ func perftestText(e *Error) string {
 		return fmt.Sprintf(" Did not get Message for 60 Seconds (received %d of %d)", e.Done, e.Value)
 	case opWarmUp:
 		return fmt.Sprintf(" Failed to warm up: %v", err)
+	case opAttachMcast:
+		return fmt.Sprintf("Couldn't attach QP to MultiCast group %s: %v", e.Text, err)
+	case opMcastIB:
+		return " Multicast on InfiniBand needs the group registered with the subnet manager (a MAD through umad), which ibgo does not do; on RoCE it needs nothing"
+	case opCompChannel:
+		return fmt.Sprintf("Couldn't create completion channel: %v", err)
+	case opCompVector:
+		return fmt.Sprintf(" Completion vector specified is invalid\n Max completion vector = %d", e.Value-1)
+	case opReqNotify:
+		return fmt.Sprintf("Couldn't request CQ notification: %v", err)
+	case opCQEvent:
+		return fmt.Sprintf("Failed to get cq_event: %v", err)
+	case opEventStall:
+		return fmt.Sprintf(" Did not get Message for 60 Seconds, exiting..\n Total Received=%d, Total Iters Required=%d\n Due to this issue, Perftest cannot produce a report when in event mode.", e.Done, e.Value)
 	case opCheck:
 		if err != nil {
 			return err.Error()

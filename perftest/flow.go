@@ -97,6 +97,9 @@ func (e *engine) runFlow(f flow) error {
 	if err := e.runPreamble(f.pre); err != nil {
 		return err
 	}
+	if err := e.armEvents(); err != nil {
+		return err
+	}
 	switch f.header {
 	case headerBW:
 		e.bwHeader()

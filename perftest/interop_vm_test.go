@@ -99,6 +99,12 @@ var nextPort = 19000
 // port): the Go side in this process, the C side as perftest.
 func pair(tb testing.TB, vm testutil.VMInfo, t Test, goServer bool, args []string) (srv, cli side) {
 	tb.Helper()
+	return pairWith(tb, vm, t, goServer, args, goSide)
+}
+
+// pairWith is pair with the Go side run by goRun.
+func pairWith(tb testing.TB, vm testutil.VMInfo, t Test, goServer bool, args []string, goRun func(Test, []string) side) (srv, cli side) {
+	tb.Helper()
 	nextPort++
 	port := nextPort
 	common := append([]string{"-d", vm.Dev, "-x", strconv.Itoa(gid(tb, vm)), "-p", strconv.Itoa(port)}, args...)
@@ -106,7 +112,7 @@ func pair(tb testing.TB, vm testutil.VMInfo, t Test, goServer bool, args []strin
 	defer cancel()
 	if goServer {
 		done := make(chan side, 1)
-		go func() { done <- goSide(t, common) }()
+		go func() { done <- goRun(t, common) }()
 		for !listening(port) {
 			select {
 			case s := <-done:
@@ -125,7 +131,7 @@ func pair(tb testing.TB, vm testutil.VMInfo, t Test, goServer bool, args []strin
 		return srv, cli
 	}
 	cmd, o, e := cSide(ctx, tb, t, common)
-	cli = goSide(t, append(common, vm.IP))
+	cli = goRun(t, append(common, vm.IP))
 	err := cmd.Wait()
 	srv = side{exitCode(err), o.String(), e.String()}
 	return srv, cli

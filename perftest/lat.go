@@ -126,6 +126,7 @@ func (e *engine) stampPost(scnt uint64, durMode bool) {
 // time.
 func (e *engine) pollOneSend(wc []uverbs.WC, dur *durationClock) (stop bool, err error) {
 	cq := e.res.sendCQ
+	events := e.res.channel != nil
 	for {
 		n, err := cq.Poll(wc[:1])
 		if err != nil {
@@ -133,6 +134,12 @@ func (e *engine) pollOneSend(wc []uverbs.WC, dur *durationClock) (stop bool, err
 		}
 		if n == 1 {
 			return false, nil
+		}
+		if events {
+			if err := e.awaitEvent(0, 0); err != nil {
+				return false, err
+			}
+			continue
 		}
 		if e.peerGone() {
 			return false, e.goneErr()
@@ -161,6 +168,7 @@ func (e *engine) iterLatSend(size int) error {
 	defer func() { dur.stop() }()
 	rwc, swc := make([]uverbs.WC, 1), make([]uverbs.WC, 1)
 	first := true
+	events := e.res.channel != nil
 	cqMod := uint64(c.CQMod)
 	rxDepth := uint64(c.RxDepth)
 	for scnt < iters || rcnt < iters || durMode && !dur.ended() {
@@ -172,6 +180,12 @@ func (e *engine) iterLatSend(size int) error {
 				n, err := cq.Poll(rwc)
 				if err != nil {
 					return &Error{Kind: KindPoll, op: opPollRecv, Err: err}
+				}
+				if n == 0 && events {
+					if err := e.awaitEvent(rcnt, iters); err != nil {
+						return err
+					}
+					continue
 				}
 				if n == 0 {
 					if e.peerGone() {

@@ -19,6 +19,9 @@ type Result struct {
 	// BelowLimit: a bandwidth or message rate fell below Config.LimitBW or
 	// LimitMR (-w, -y).
 	BelowLimit bool
+	// CQEvents is how many completion events the run waited for (-e);
+	// 0 without -e.
+	CQEvents uint64
 }
 
 // Run runs one side of a test: the server when cfg.Server is empty, else
@@ -46,7 +49,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		return nil, err
 	}
-	return &Result{Records: e.pr.records, BelowLimit: e.pr.belowLimit}, nil
+	return &Result{Records: e.pr.records, BelowLimit: e.pr.belowLimit, CQEvents: e.ev.count.Load()}, nil
 }
 
 func (e *engine) run() error {

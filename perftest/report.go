@@ -91,7 +91,16 @@ func (e *engine) banner() {
 	} else {
 		title += "Latency "
 	}
+	if p.Mcast {
+		title += "Multicast "
+	}
 	fmt.Fprintln(w, title+"Test")
+	if p.Events {
+		fmt.Fprintf(w, " Test with events. Using %s_comp%d\n", e.hw.dev.Name, p.CompVector)
+	}
+	if p.Mcast {
+		fmt.Fprintln(w, " MultiCast runs on UD!")
+	}
 	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : %s\n", e.hw.dev.Name)
 	transport := "IB"
 	if e.hw.dev.Transport() == uverbs.TransportIWARP {
@@ -153,12 +162,16 @@ func (e *engine) printDest(side string, d Dest) {
 		s += " RKey " + cHex(uint64(d.RKey), 8) + " VAddr " + cHex(d.VAddr, 16)
 	}
 	fmt.Fprintln(e.pr.out, s)
-	if e.hw.withGID {
+	if mg := e.mgidLabel(side); e.hw.withGID || mg {
 		var g []string
 		for _, b := range d.GID {
 			g = append(g, fmt.Sprintf("%02d", b))
 		}
-		fmt.Fprintf(e.pr.out, " GID: %s\n", strings.Join(g, ":"))
+		label := "GID"
+		if mg {
+			label = "MGID"
+		}
+		fmt.Fprintf(e.pr.out, " %s: %s\n", label, strings.Join(g, ":"))
 	}
 }
 
@@ -501,6 +514,13 @@ func (e *engine) baseRecord(size int, iters uint64) Record {
 	}
 	if p.Test.Verb == Read || p.Test.Verb == Atomic {
 		r.Params["outstanding_reads"] = e.hw.outReads
+	}
+	if p.Events {
+		r.Params["events"] = true
+		r.Params["comp_vector"] = p.CompVector
+	}
+	if p.Mcast {
+		r.Params["mgid"] = e.groupGID().String()
 	}
 	if e.meas.cpu.enabled {
 		u := e.meas.cpu.util()

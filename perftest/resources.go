@@ -27,6 +27,7 @@ type engine struct {
 	sess session
 	meas measurements
 	pace pacer
+	ev   eventWait // -e
 }
 
 // deviceInfo is the device and what the test settled with it and the peer.
@@ -50,6 +51,9 @@ type resources struct {
 	mr      *uverbs.MR
 	sendCQ  *uverbs.CQ
 	recvCQ  *uverbs.CQ
+	channel *uverbs.CompChannel // -e: both CQs report events here
+	mcast   []*uverbs.QP        // -g: QPs attached to mgid
+	mgid    uverbs.GID
 	srq     *uverbs.SRQ
 	qps     []*uverbs.QP
 	ahs     []*uverbs.AH
@@ -67,10 +71,12 @@ type measurements struct {
 }
 
 func (e *engine) close() {
+	e.stopEvents()
 	r := &e.res
 	for _, ah := range r.ahs {
 		ah.Close()
 	}
+	e.detachMcast()
 	for _, qp := range r.qps {
 		qp.Close()
 	}
@@ -79,6 +85,7 @@ func (e *engine) close() {
 	if r.recvCQ != r.sendCQ {
 		r.recvCQ.Close()
 	}
+	r.channel.Close()
 	r.mr.Close()
 	r.mem.Close()
 	r.pd.Close()
@@ -151,6 +158,9 @@ func (e *engine) open() error {
 			return &Error{Kind: KindConfig, op: opMTU, Device: e.hw.dev.Name, Port: p.IBPort, Value: pa.MaxMTU.Bytes()}
 		}
 		e.hw.mtu = m
+	}
+	if p.Mcast && e.hw.linkLayer != uverbs.LinkLayerEthernet {
+		return &Error{Kind: KindConfig, op: opMcastIB, Device: e.hw.dev.Name, Port: p.IBPort}
 	}
 	// RoCE (and IB with -x) carries a GRH: pick the GID as perftest does.
 	if e.hw.linkLayer == uverbs.LinkLayerEthernet || p.GIDGiven {
@@ -312,12 +322,18 @@ func (e *engine) setup() error {
 		return &Error{Kind: KindResource, op: opRegMR, Device: e.hw.dev.Name, Value: total, Err: err}
 	}
 	txDepth := p.TxDepth
-	if e.res.sendCQ, err = e.hw.ctx.CreateCQ(uverbs.CQInitAttr{CQE: txDepth * p.NumQPs}); err != nil {
+	if err := e.createChannel(); err != nil {
+		return err
+	}
+	cqAttr := func(n int) uverbs.CQInitAttr {
+		return uverbs.CQInitAttr{CQE: n, Channel: e.res.channel, CompVector: p.CompVector}
+	}
+	if e.res.sendCQ, err = e.hw.ctx.CreateCQ(cqAttr(txDepth * p.NumQPs)); err != nil {
 		return &Error{Kind: KindResource, op: opCreateCQ, Device: e.hw.dev.Name, Value: txDepth * p.NumQPs, Err: err}
 	}
 	e.res.recvCQ = e.res.sendCQ
 	if p.Test.Verb == Send {
-		if e.res.recvCQ, err = e.hw.ctx.CreateCQ(uverbs.CQInitAttr{CQE: p.RxDepth * p.NumQPs}); err != nil {
+		if e.res.recvCQ, err = e.hw.ctx.CreateCQ(cqAttr(p.RxDepth * p.NumQPs)); err != nil {
 			return &Error{Kind: KindResource, op: opCreateCQ, Device: e.hw.dev.Name, Value: p.RxDepth * p.NumQPs, Err: err}
 		}
 		if p.UseSRQ {
@@ -351,7 +367,7 @@ func (e *engine) setup() error {
 			RKey: e.res.mr.RKey(), VAddr: e.res.mr.Addr() + uint64((p.NumQPs+i)*e.res.bufSize), GID: e.hw.gid}
 		e.sess.local = append(e.sess.local, d)
 	}
-	return nil
+	return e.attachMcast()
 }
 
 // relaxedOrdering is what the banner's "PCIe relax order" reports; perftest

@@ -278,12 +278,13 @@ type paramSummary struct {
 	PostList int    `json:"post_list"`
 	Atomic   string `json:"atomic_type,omitempty"`
 	RunInf   bool   `json:"run_infinitely"`
+	Mcast    bool   `json:"mcast,omitempty"`
 }
 
 func summarize(p *Config, form keyForm) paramSummary {
 	withGID := form == keyWithGID
 	s := paramSummary{Test: p.Test.Name(), Conn: p.Conn.String(), Size: p.Size, All: p.All, Iters: p.Iters,
-		Duration: p.Duration, Bidir: p.Bidir, QPs: p.NumQPs, GID: withGID, PostList: p.PostList, RunInf: p.RunInf}
+		Duration: p.Duration, Bidir: p.Bidir, QPs: p.NumQPs, GID: withGID, PostList: p.PostList, RunInf: p.RunInf, Mcast: p.Mcast}
 	if p.Test.Verb == Atomic {
 		s.Atomic = map[bool]string{false: "FETCH_AND_ADD", true: "CMP_AND_SWAP"}[p.AtomicCAS]
 	}
@@ -324,6 +325,7 @@ func (o *oob) compareParams(mine paramSummary) error {
 	add("post list (-l)", mine.PostList, theirs.PostList)
 	add("atomic type (-A)", mine.Atomic, theirs.Atomic)
 	add("run infinitely", mine.RunInf, theirs.RunInf)
+	add("multicast (-g)", mine.Mcast, theirs.Mcast)
 	if len(diffs) > 0 {
 		return &Error{Kind: KindMismatch, op: opParams, Diffs: diffs}
 	}
@@ -556,6 +558,7 @@ func (e *engine) runPreamble(pa preamble) error {
 	if err := e.checkGIDs(); err != nil {
 		return err
 	}
+	e.joinSender()
 	if err := e.connect(); err != nil {
 		return err
 	}

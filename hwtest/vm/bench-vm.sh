@@ -29,19 +29,24 @@ waitport() {
 }
 
 # one IMPL TEST COLUMN ARGS...: run server and client, print the client's
-# COLUMN of its (single) result row.
+# COLUMN of its (single) result row. IMPL c, go or before runs both sides
+# with that implementation; with BENCH_MIX=1 the rotation adds cg (C server,
+# ibgo client) and gc (ibgo server, C client), which tell a difference that
+# follows the client from one that follows the server.
 one() {
 	impl=$1 test=$2 col=$3; shift 3
 	port=$((port + 1))
 	case $impl in
-	c) bin="ib_$test" ;;
-	before) bin="$before perf $test" ;;
-	*) bin="/tmp/ibgo perf $test" ;;
+	c) bin="ib_$test" cbin="ib_$test" ;;
+	before) bin="$before perf $test" cbin=$bin ;;
+	cg) bin="ib_$test" cbin="/tmp/ibgo perf $test" ;;
+	gc) bin="/tmp/ibgo perf $test" cbin="ib_$test" ;;
+	*) bin="/tmp/ibgo perf $test" cbin=$bin ;;
 	esac
 	$bin -d rxe0 -x "$gidx" -p $port "$@" > /tmp/b.srv 2>&1 &
 	srv=$!
 	waitport $port
-	$bin -d rxe0 -x "$gidx" -p $port "$@" "$ip" > /tmp/b.cli 2>&1 || { echo "== $impl $test $*: client failed" >&2; cat /tmp/b.cli /tmp/b.srv >&2; exit 1; }
+	$cbin -d rxe0 -x "$gidx" -p $port "$@" "$ip" > /tmp/b.cli 2>&1 || { echo "== $impl $test $*: client failed" >&2; cat /tmp/b.cli /tmp/b.srv >&2; exit 1; }
 	wait $srv || { echo "== $impl $test $*: server failed" >&2; cat /tmp/b.srv >&2; exit 1; }
 	awk -v c="$col" '/^ #bytes/ {r=1; next} r && NF > 3 {print $c; exit}' /tmp/b.cli
 }
@@ -53,17 +58,26 @@ bench() {
 	name=$1 test=$2 col=$3 kind=$4; shift 4
 	# BENCH_ONLY=regex runs only the cases whose name matches.
 	if [ -n "${BENCH_ONLY:-}" ] && ! echo "$name" | grep -Eq "$BENCH_ONLY"; then return 0; fi
-	cs="" gs="" bs=""
+	cs="" gs="" bs="" cgs="" gcs=""
 	r=0
 	while [ $r -lt "$ROUNDS" ]; do
 		cs="$cs $(one c "$test" "$col" "$@")"
 		[ -z "$before" ] || bs="$bs $(one before "$test" "$col" "$@")"
 		gs="$gs $(one go "$test" "$col" "$@")"
+		if [ "${BENCH_MIX:-}" = 1 ]; then
+			cgs="$cgs $(one cg "$test" "$col" "$@")"
+			gcs="$gcs $(one gc "$test" "$col" "$@")"
+		fi
 		r=$((r + 1))
 	done
 	cm=$(echo "$cs" | median) gm=$(echo "$gs" | median)
 	ratio=$(awk -v g="$gm" -v c="$cm" 'BEGIN {printf "%.2f", g / c}')
 	printf '%-28s %-9s C:%-26s ibgo:%-26s ibgo/C %s\n' "$name" "$kind" "$cs" "$gs" "$ratio"
+	if [ "${BENCH_MIX:-}" = 1 ]; then
+		printf '%-28s %-9s C srv+ibgo cli:%-26s ratio %s   ibgo srv+C cli:%-26s ratio %s\n' "" "" \
+			"$cgs" "$(awk -v g="$(echo "$cgs" | median)" -v c="$cm" 'BEGIN {printf "%.2f", g / c}')" \
+			"$gcs" "$(awk -v g="$(echo "$gcs" | median)" -v c="$cm" 'BEGIN {printf "%.2f", g / c}')"
+	fi
 	if [ -n "$before" ]; then
 		bm=$(echo "$bs" | median)
 		printf '%-28s %-9s before:%-26s before/C %s  ibgo/before %s\n' "" "" "$bs" \
