@@ -39,15 +39,26 @@ type conductor struct {
 	staticCounters map[[2]int64]int32
 	nextSession    int32
 
-	handler      cnc.MessageHandler
-	buf, keyBuf  []byte
-	nowNs        int64
-	nowMs        int64
-	lastTimerNs  int64
-	lastHbMs     int64
-	rbHead       int64
-	rbHeadSince  int64
-	maxCycleTime int64
+	// the other agents and the queues to them (the C driver's proxies);
+	// fromReceiver carries the receiver's requests to the conductor
+	snd           *sender
+	recv          *receiver
+	senderProxy   *proxy
+	receiverProxy *proxy
+	fromReceiver  *proxy
+	awaiting      []releasable
+	// endpoints closed but not yet released by the receiver, by bind key
+	closingEndpoints map[string]*receiveEndpoint
+	cycle            cycleTracker
+
+	handler     cnc.MessageHandler
+	buf, keyBuf []byte
+	nowNs       int64
+	nowMs       int64
+	lastTimerNs int64
+	lastHbMs    int64
+	rbHead      int64
+	rbHeadSince int64
 }
 
 type clientSession struct {
@@ -103,9 +114,9 @@ func newConductor(cfg Config, f *cnc.File, loss []byte, media mediaRegistry, log
 	if log == nil {
 		log = io.Discard
 	}
-	c := &conductor{cfg: cfg, cnc: f, rb: rb, bc: bc, counters: cm, errLog: el, lossReport: lr, media: media, log: log,
+	c := &conductor{cfg: cfg, cnc: f, rb: rb, bc: bc, counters: cm, errLog: el, lossReport: lr, media: media, log: &syncWriter{w: log},
 		clients: map[int64]*clientSession{}, endpoints: map[string]*receiveEndpoint{}, pubLinks: map[int64]*pubLink{}, subs: map[int64]*subLink{},
-		counterLinks: map[int64]*counterLink{}, staticCounters: map[[2]int64]int32{},
+		counterLinks: map[int64]*counterLink{}, staticCounters: map[[2]int64]int32{}, closingEndpoints: map[string]*receiveEndpoint{},
 		nextSession: rand.Int32(), buf: make([]byte, 0, 1024), keyBuf: make([]byte, 0, cnc.MaxKeyLength)}
 	for i, label := range systemCounterLabels(cfg.ThreadingMode) {
 		id, err := cm.Allocate(cnc.TypeSystem, binary.LittleEndian.AppendUint32(nil, uint32(i)), label)
@@ -117,6 +128,17 @@ func newConductor(cfg Config, f *cnc.File, loss []byte, media mediaRegistry, log
 		cm.SetRegistrationID(id, int64(id))
 		c.sys = append(c.sys, cm.Value(id))
 	}
+	// In SHARED mode one goroutine runs every agent, so a proxy calls the
+	// other agent directly (aeron_driver_sender_proxy.c and friends).
+	direct := cfg.ThreadingMode == Shared
+	c.snd = &sender{cmds: newProxy(direct, c.sys[sysFailedOffersSender]), sys: c.sys,
+		cycle: cycleTracker{maxCtr: c.sys[sysSenderMaxCycleTime], exceeded: c.sys[sysSenderCycleThreshold]}}
+	c.recv = &receiver{cmds: newProxy(direct, c.sys[sysFailedOffersReceiver]), sys: c.sys, c: c,
+		cycle: cycleTracker{maxCtr: c.sys[sysReceiverMaxCycleTime], exceeded: c.sys[sysReceiverCycleThreshold]}}
+	c.fromReceiver = newProxy(direct, c.sys[sysFailedOffersConductor])
+	c.recv.toConductor = c.fromReceiver
+	c.senderProxy, c.receiverProxy = c.snd.cmds, c.recv.cmds
+	c.cycle = cycleTracker{maxCtr: c.sys[sysConductorMaxCycleTime], exceeded: c.sys[sysConductorCycleThreshold]}
 	c.sys[sysAeronVersion].Store(int64(Version))
 	c.sys[sysControlProtocolVersion].Store(int64(ControlProtocolVersion))
 	c.handler = c.onCommand
@@ -138,7 +160,9 @@ func (c *conductor) doWork() int {
 		c.rb.SetConsumerHeartbeatTime(c.nowMs)
 		c.lastHbMs = c.nowMs
 	}
-	work, err := c.rb.Read(c.handler, 10)
+	work := c.fromReceiver.drain()
+	n, err := c.rb.Read(c.handler, 10)
+	work += n
 	if err != nil {
 		c.recordError(cnc.ErrorCodeGenericError, "to-driver ring buffer: "+err.Error())
 	}
@@ -155,11 +179,24 @@ func (c *conductor) doWork() int {
 		c.lastTimerNs = c.nowNs
 		work += c.onTimer()
 	}
-	if d := time.Now().UnixNano() - c.nowNs; d > c.maxCycleTime {
-		c.maxCycleTime = d
-		c.sys[sysConductorMaxCycleTime].Store(d)
-		if d > conductorCycleThresholdNs {
-			c.sys[sysConductorCycleThreshold].Add(1)
+	work += c.freeReleased()
+	c.cycle.record(c.nowNs)
+	return work
+}
+
+// awaitRelease frees a resource once the agent that used it let go.
+func (c *conductor) awaitRelease(released *atomic.Bool, free func()) {
+	c.awaiting = append(c.awaiting, releasable{released: released, free: free})
+}
+
+func (c *conductor) freeReleased() int {
+	work := 0
+	for i := 0; i < len(c.awaiting); i++ {
+		if a := c.awaiting[i]; a.released.Load() {
+			a.free()
+			c.awaiting = append(c.awaiting[:i], c.awaiting[i+1:]...)
+			i--
+			work++
 		}
 	}
 	return work
@@ -194,7 +231,18 @@ func (c *conductor) onTimer() int {
 // shutdown releases the publications and clears the driver heartbeat, so
 // clients see the driver gone at once and a new driver may start in the
 // directory without waiting for the driver timeout.
+//
+// It runs once the sender and receiver goroutines have stopped: their
+// queued commands run here first, and then their proxies call them
+// directly, so that everything they hold is released at once.
 func (c *conductor) shutdown() {
+	for _, p := range []*proxy{c.senderProxy, c.receiverProxy} {
+		for p.drain() > 0 {
+		}
+		p.direct = true
+	}
+	for c.fromReceiver.drain() > 0 {
+	}
 	for _, p := range c.pubs {
 		p.close(c)
 	}
@@ -207,6 +255,7 @@ func (c *conductor) shutdown() {
 		e.close(c)
 		delete(c.endpoints, k)
 	}
+	c.freeReleased()
 	c.rb.SetConsumerHeartbeatTime(0)
 }
 

@@ -11,10 +11,13 @@ import (
 	"time"
 )
 
-// ThreadingMode is AERON_THREADING_MODE (a plain value). The conductor is
-// the one agent that runs: it also performs the sender and receiver duties
-// of the network media (as SHARED mode does). The mode is recorded (counter
-// labels, printed configuration) for when separate agents exist.
+// ThreadingMode is AERON_THREADING_MODE (a plain value): which of the
+// conductor, sender and receiver agents share a goroutine, and so which
+// idle strategy each runs with. DEDICATED: three goroutines (conductor,
+// sender, receiver idle strategies); SHARED_NETWORK: the conductor on one,
+// sender and receiver on another (AERON_SHAREDNETWORK_IDLE_STRATEGY);
+// SHARED: one goroutine (AERON_SHARED_IDLE_STRATEGY). The C driver's
+// INVOKER mode is not offered.
 type ThreadingMode string
 
 // Threading modes of the C driver (aeronmd.h).
