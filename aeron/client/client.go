@@ -631,3 +631,27 @@ func (c *Client) Close() error {
 	c.lingering = nil
 	return c.cnc.Close()
 }
+
+// RequestDriverTermination asks the driver in dir to terminate, presenting
+// token to its termination validator (aeron_context_request_driver_termination;
+// Java CommonContext.requestDriverTermination). It needs no connected
+// client. The driver does not answer: a request its validator denies is
+// ignored, so watch the driver's heartbeat to see the outcome.
+func RequestDriverTermination(dir string, token []byte) error {
+	f, err := cnc.OpenFile(cnc.Path(dir), true)
+	if err != nil {
+		return fmt.Errorf("aeron: request driver termination: %w", err)
+	}
+	defer f.Close()
+	rb, err := f.ToDriver()
+	if err != nil {
+		return fmt.Errorf("aeron: request driver termination: %w", err)
+	}
+	clientID := rb.NextCorrelationID()
+	cmd := cnc.AppendTerminateCommand(nil, cnc.TerminateCommand{
+		Correlated: cnc.Correlated{ClientID: clientID, CorrelationID: rb.NextCorrelationID()}, Token: token})
+	if err := rb.Write(cnc.CmdTerminateDriver, cmd); err != nil {
+		return fmt.Errorf("aeron: request driver termination: %w", err)
+	}
+	return nil
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/uri"
+	"github.com/ibgo/ibgo/internal/sys"
 )
 
 // conductor is the driver conductor agent (aeron_driver_conductor.c): it
@@ -49,6 +50,8 @@ type conductor struct {
 	awaiting      []releasable
 	// endpoints closed but not yet released by the receiver, by bind key
 	closingEndpoints map[string]*receiveEndpoint
+	usableSpace      func(dir string) (uint64, error) // sys.UsableSpace; tests replace it
+	validator        func(token []byte) bool          // termination validator
 	cycle            cycleTracker
 
 	handler     cnc.MessageHandler
@@ -142,6 +145,10 @@ func newConductor(cfg Config, f *cnc.File, loss []byte, media mediaRegistry, log
 	c.sys[sysAeronVersion].Store(int64(Version))
 	c.sys[sysControlProtocolVersion].Store(int64(ControlProtocolVersion))
 	c.handler = c.onCommand
+	c.usableSpace = sys.UsableSpace
+	// aeron_driver_termination_validator_default_allow / _deny
+	allow := cfg.TerminationValidator == "allow"
+	c.validator = func([]byte) bool { return allow }
 	now := time.Now()
 	c.nowNs, c.nowMs = now.UnixNano(), now.UnixMilli()
 	c.lastTimerNs = c.nowNs
@@ -410,7 +417,9 @@ func (c *conductor) dispatch(typeID int32, msg []byte, hdr cnc.Correlated, cl *c
 		if err != nil {
 			return err
 		}
-		if c.cfg.TerminationValidator == "allow" {
+		// aeron_driver_conductor_on_terminate_driver: a denied request
+		// is not answered.
+		if c.validator(cmd.Token) {
 			fmt.Fprintf(c.log, "terminate requested by client %d: allowed\n", hdr.ClientID)
 			c.terminate()
 		} else {

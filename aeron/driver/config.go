@@ -71,6 +71,9 @@ type Config struct {
 	UntetheredResting         time.Duration // AERON_UNTETHERED_RESTING_TIMEOUT
 	SpiesSimulateConnection   bool          // AERON_SPIES_SIMULATE_CONNECTION
 	TerminationValidator      string        // AERON_DRIVER_TERMINATION_VALIDATOR: "deny" (default) or "allow"
+
+	PerformStorageChecks         bool  // AERON_PERFORM_STORAGE_CHECKS: refuse a log the file system has no room for
+	LowFileStoreWarningThreshold int64 // AERON_LOW_FILE_STORE_WARNING_THRESHOLD: warn (error log) at or below this usable space
 }
 
 // DefaultDir mirrors aeron_default_path: /dev/shm/aeron-<user> on Linux,
@@ -124,6 +127,9 @@ func DefaultConfig() Config {
 		UntetheredWindowLimit:     5 * time.Second,
 		UntetheredResting:         10 * time.Second,
 		TerminationValidator:      "deny",
+		PerformStorageChecks:      true,
+		// AERON_LOW_FILE_STORE_WARNING_THRESHOLD_DEFAULT: 160 MiB
+		LowFileStoreWarningThreshold: 160 << 20,
 	}
 }
 
@@ -221,6 +227,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	dur("AERON_UNTETHERED_RESTING_TIMEOUT", &c.UntetheredResting)
 	boolean("AERON_SPIES_SIMULATE_CONNECTION", &c.SpiesSimulateConnection)
 	str("AERON_DRIVER_TERMINATION_VALIDATOR", &c.TerminationValidator)
+	boolean("AERON_PERFORM_STORAGE_CHECKS", &c.PerformStorageChecks)
+	if v := getenv("AERON_LOW_FILE_STORE_WARNING_THRESHOLD"); v != "" {
+		n, err := ParseSize(v)
+		note("AERON_LOW_FILE_STORE_WARNING_THRESHOLD", err)
+		if err == nil {
+			c.LowFileStoreWarningThreshold = n
+		}
+	}
 	if firstErr != nil {
 		return c, firstErr
 	}

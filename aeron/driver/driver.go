@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -48,9 +49,26 @@ type Driver struct {
 type Option func(*options)
 
 type options struct {
-	media    mediaRegistry
-	log      io.Writer
-	observer func(typeID int32, msg []byte)
+	media       mediaRegistry
+	log         io.Writer
+	observer    func(typeID int32, msg []byte)
+	validator   func(token []byte) bool
+	usableSpace func(dir string) (uint64, error)
+}
+
+// WithTerminationValidator decides TERMINATE_DRIVER commands by their
+// token, in place of the AERON_DRIVER_TERMINATION_VALIDATOR named one (the
+// C driver's aeron_driver_termination_validator_func_t). fn runs on the
+// conductor goroutine; token is only valid during the call.
+func WithTerminationValidator(fn func(token []byte) bool) Option {
+	return func(o *options) { o.validator = fn }
+}
+
+// WithTerminationToken is a validator that terminates the driver only for
+// a command carrying exactly token (compared in constant time).
+func WithTerminationToken(token []byte) Option {
+	t := append([]byte(nil), token...)
+	return WithTerminationValidator(func(got []byte) bool { return subtle.ConstantTimeCompare(got, t) == 1 })
 }
 
 // WithCommandObserver calls fn with every command read from the to-driver
@@ -116,6 +134,12 @@ func Start(cfg Config, opts ...Option) (*Driver, error) {
 	}
 	d := &Driver{cfg: cfg, cnc: f, loss: loss, c: c, stop: make(chan struct{}), done: make(chan struct{})}
 	c.terminate = d.requestStop
+	if o.validator != nil {
+		c.validator = o.validator
+	}
+	if o.usableSpace != nil {
+		c.usableSpace = o.usableSpace
+	}
 	if o.observer != nil {
 		handle := c.handler
 		c.handler = func(typeID int32, msg []byte) {

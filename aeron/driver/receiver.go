@@ -407,6 +407,9 @@ type publicationImage struct {
 func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, from netip.AddrPort) (*publicationImage, error) {
 	regID := c.rb.NextCorrelationID()
 	path := filepath.Join(c.cfg.Dir, "images", strconv.FormatInt(regID, 10)+".logbuffer")
+	if err := c.checkStorage(int(s.TermLength)); err != nil {
+		return nil, err
+	}
 	log, err := logbuffer.Create(path, s.TermLength, int32(c.cfg.FilePageSize))
 	if err != nil {
 		return nil, fail(cnc.ErrorCodeStorageSpace, "cannot create log %s: %v", path, err)

@@ -56,6 +56,7 @@ func init() {
 			&cli.StringFlag{Name: "client-liveness-timeout", Usage: "e.g. 10s (AERON_CLIENT_LIVENESS_TIMEOUT)"},
 			&cli.StringFlag{Name: "publication-linger-timeout", Usage: "e.g. 5s (AERON_PUBLICATION_LINGER_TIMEOUT)"},
 			&cli.StringFlag{Name: "termination-validator", Usage: "deny or allow TERMINATE_DRIVER (AERON_DRIVER_TERMINATION_VALIDATOR)"},
+			&cli.StringFlag{Name: "termination-token", Usage: "terminate on a TERMINATE_DRIVER command carrying exactly this token (replaces the validator)"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log client timeouts, unblocks and errors"},
 			&cli.StringFlag{Name: "record-commands", Usage: "append every client command to `FILE`, one line each: type id (hex) and the message (hex)"},
 		},
@@ -107,6 +108,9 @@ func runDriver(c *cli.Context) error {
 		return fail(1, "%v", err)
 	}
 	opts := []driver.Option{driver.WithLog(log), driver.WithMedia(udp.New(loss))}
+	if c.IsSet("termination-token") {
+		opts = append(opts, driver.WithTerminationToken([]byte(c.String("termination-token"))))
+	}
 	if path := c.String("record-commands"); path != "" {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
