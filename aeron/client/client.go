@@ -69,6 +69,8 @@ type pending struct {
 	streamID int32
 	channel  string
 	ch       chan result
+	// image handlers of a subscription being added
+	onAvailable, onUnavailable func(*Image)
 }
 
 type result struct {
@@ -232,6 +234,13 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // command sends a command and waits for its answer, at most the driver
 // timeout, or until ctx is done.
 func (c *Client) command(ctx context.Context, kind int32, streamID int32, channel string, encode func(dst []byte, corr int64) []byte) (any, error) {
+	return c.commandWith(ctx, &pending{kind: kind, streamID: streamID, channel: channel}, encode)
+}
+
+// commandWith sends a command whose pending entry p the caller filled in.
+func (c *Client) commandWith(ctx context.Context, p *pending, encode func(dst []byte, corr int64) []byte) (any, error) {
+	kind := p.kind
+	p.ch = make(chan result, 1)
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -243,7 +252,6 @@ func (c *Client) command(ctx context.Context, kind int32, streamID int32, channe
 		return nil, ErrClosed
 	}
 	corr := c.rb.NextCorrelationID()
-	p := &pending{kind: kind, streamID: streamID, channel: channel, ch: make(chan result, 1)}
 	c.pending[corr] = p
 	if err := c.sendLocked(kind, encode(c.buf[:0], corr)); err != nil {
 		delete(c.pending, corr)
@@ -417,6 +425,7 @@ func (c *Client) handleResponse(typeID int32, msg []byte) {
 		}
 		delete(c.pending, corr)
 		s := newSubscription(c, corr, p.streamID, p.channel)
+		s.onAvailable, s.onUnavailable = p.onAvailable, p.onUnavailable
 		c.subs[corr] = s
 		p.ch <- result{obj: s}
 	case cnc.RspOnAvailableImage:
@@ -435,7 +444,9 @@ func (c *Client) handleResponse(typeID int32, msg []byte) {
 			return
 		}
 		s.addImage(img)
-		if c.opts.OnAvailableImage != nil {
+		if s.onAvailable != nil {
+			s.onAvailable(img)
+		} else if c.opts.OnAvailableImage != nil {
 			c.opts.OnAvailableImage(img)
 		}
 	case cnc.RspOnUnavailableImage:
@@ -451,7 +462,9 @@ func (c *Client) handleResponse(typeID int32, msg []byte) {
 		if img := s.removeImage(m.CorrelationID); img != nil {
 			img.closed.Store(true)
 			c.linger(img.log)
-			if c.opts.OnUnavailableImage != nil {
+			if s.onUnavailable != nil {
+				s.onUnavailable(img)
+			} else if c.opts.OnUnavailableImage != nil {
 				c.opts.OnUnavailableImage(img)
 			}
 		}
@@ -540,6 +553,25 @@ func (c *Client) addPublication(ctx context.Context, kind int32, channel string,
 // arrive afterwards (OnAvailableImage, Subscription.ImageCount).
 func (c *Client) AddSubscription(ctx context.Context, channel string, streamID int32) (*Subscription, error) {
 	obj, err := c.command(ctx, cnc.CmdAddSubscription, streamID, channel, func(dst []byte, corr int64) []byte {
+		return cnc.AppendSubscriptionCommand(dst, cnc.SubscriptionCommand{Correlated: cnc.Correlated{ClientID: c.clientID, CorrelationID: corr}, RegistrationCorrelationID: -1, StreamID: streamID, Channel: channel})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*Subscription), nil
+}
+
+// AddSubscriptionWithHandlers adds a subscription whose images are
+// announced to onAvailable and onUnavailable instead of the client-wide
+// Options handlers (a nil one falls back to them), as Aeron's
+// addSubscription(channel, streamId, availableImageHandler,
+// unavailableImageHandler) and aeron_async_add_subscription take them. The
+// handlers are attached before the driver answers, so no image of the
+// subscription is missed; they run on the client's conductor goroutine
+// and must not block nor add or remove resources of this client.
+func (c *Client) AddSubscriptionWithHandlers(ctx context.Context, channel string, streamID int32, onAvailable, onUnavailable func(*Image)) (*Subscription, error) {
+	p := &pending{kind: cnc.CmdAddSubscription, streamID: streamID, channel: channel, onAvailable: onAvailable, onUnavailable: onUnavailable}
+	obj, err := c.commandWith(ctx, p, func(dst []byte, corr int64) []byte {
 		return cnc.AppendSubscriptionCommand(dst, cnc.SubscriptionCommand{Correlated: cnc.Correlated{ClientID: c.clientID, CorrelationID: corr}, RegistrationCorrelationID: -1, StreamID: streamID, Channel: channel})
 	})
 	if err != nil {

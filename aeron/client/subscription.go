@@ -43,6 +43,9 @@ type Subscription struct {
 	images         atomic.Pointer[[]*Image]
 	next           int
 	closed         atomic.Bool
+	// per-subscription image handlers (AddSubscriptionWithHandlers); set
+	// before the subscription is published, read on the conductor goroutine
+	onAvailable, onUnavailable func(*Image)
 }
 
 func newSubscription(c *Client, reg int64, streamID int32, channel string) *Subscription {

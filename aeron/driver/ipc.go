@@ -354,15 +354,17 @@ func (p *ipcPublication) close(c *conductor) {
 	if p.subscribers != nil {
 		p.endImages(c)
 	}
-	for _, id := range []int32{p.pubLmtID, p.pubPosID} {
-		if id >= 0 {
-			_ = c.counters.Free(id)
-		}
-	}
+	// The log goes before the counters, so that whoever sees the counters
+	// freed finds the file gone and the mapped bytes down too.
 	if p.log != nil {
 		c.sys[sysBytesMapped].Add(-p.logLength)
 		_ = p.log.Close()
 		_ = os.Remove(p.logFile)
+	}
+	for _, id := range []int32{p.pubLmtID, p.pubPosID} {
+		if id >= 0 {
+			_ = c.counters.Free(id)
+		}
 	}
 	p.state = pubDone
 }

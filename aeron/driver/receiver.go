@@ -749,15 +749,15 @@ func (im *publicationImage) close(c *conductor) {
 	im.subscribers = nil
 	im.publishSubscribers()
 	free := func() {
-		for _, id := range []int32{im.hwmID, im.rcvPosID} {
-			if id >= 0 {
-				_ = c.counters.Free(id)
-			}
-		}
 		if im.log != nil {
 			c.sys[sysBytesMapped].Add(-im.logLength)
 			_ = im.log.Close()
 			_ = os.Remove(im.logFile)
+		}
+		for _, id := range []int32{im.hwmID, im.rcvPosID} {
+			if id >= 0 {
+				_ = c.counters.Free(id)
+			}
 		}
 	}
 	if im.handed {

@@ -462,11 +462,6 @@ func (p *networkPublication) close(c *conductor) {
 		p.log.Metadata().SetIsConnected(false)
 	}
 	free := func() {
-		for _, id := range []int32{p.pubLmtID, p.pubPosID, p.sndPosID, p.sndLmtID} {
-			if id >= 0 {
-				_ = c.counters.Free(id)
-			}
-		}
 		if p.t != nil {
 			_ = p.t.Close()
 		}
@@ -474,6 +469,11 @@ func (p *networkPublication) close(c *conductor) {
 			c.sys[sysBytesMapped].Add(-p.logLength)
 			_ = p.log.Close()
 			_ = os.Remove(p.logFile)
+		}
+		for _, id := range []int32{p.pubLmtID, p.pubPosID, p.sndPosID, p.sndLmtID} {
+			if id >= 0 {
+				_ = c.counters.Free(id)
+			}
 		}
 	}
 	if !p.handed { // never given to the sender
