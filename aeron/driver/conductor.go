@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -84,7 +85,12 @@ type subLink struct {
 	channel    string
 	sessionID  int32
 	hasSession bool
-	endpoint   string // the receive endpoint of a network subscription; "" for IPC
+	endpoint   string // the receive endpoint of a network subscription; "" for IPC and spies
+	// aeron-spy: subscriptions read network publications of this
+	// destination and medium
+	spy      bool
+	spyDest  netip.AddrPort
+	spyMedia uri.Media
 }
 
 type counterLink struct {
@@ -495,6 +501,9 @@ func (c *conductor) addPublication(cl *clientSession, cmd cnc.PublicationCommand
 	if err != nil {
 		return err
 	}
+	if u.Spy {
+		return fail(cnc.ErrorCodeInvalidChannel, "%s: aeron-spy: channels are for subscriptions only", cmd.Channel)
+	}
 	if u.Media != uri.MediaIPC {
 		return c.addNetworkPublication(cl, cmd, u, exclusive)
 	}
@@ -575,13 +584,16 @@ func (c *conductor) unlinkPublication(link *pubLink) {
 }
 
 func (s *subLink) matches(p *ipcPublication) bool {
-	return s.endpoint == "" && p.state == pubActive && p.streamID == s.streamID && (!s.hasSession || s.sessionID == p.sessionID)
+	return s.endpoint == "" && !s.spy && p.state == pubActive && p.streamID == s.streamID && (!s.hasSession || s.sessionID == p.sessionID)
 }
 
 func (c *conductor) addSubscription(cl *clientSession, cmd cnc.SubscriptionCommand) error {
 	u, err := c.parseChannel(cmd.Channel)
 	if err != nil {
 		return err
+	}
+	if u.Spy {
+		return c.addSpySubscription(cl, cmd, u)
 	}
 	if u.Media != uri.MediaIPC {
 		return c.addNetworkSubscription(cl, cmd, u)
@@ -612,6 +624,12 @@ func (c *conductor) removeSubscription(cmd cnc.RemoveCommand) error {
 
 func (c *conductor) unlinkSubscription(s *subLink) {
 	delete(c.subs, s.regID)
+	if s.spy {
+		for _, p := range c.netPubs {
+			p.removeSpy(c, s)
+		}
+		return
+	}
 	if s.endpoint != "" {
 		c.unlinkNetworkSubscription(s)
 		return

@@ -22,9 +22,6 @@ var udpSupportedKeys = map[string]bool{
 
 // checkNetworkChannel refuses what the network slice does not do yet.
 func checkNetworkChannel(u *uri.ChannelURI, channel string) error {
-	if u.Spy {
-		return fail(cnc.ErrorCodeInvalidChannel, "%s: aeron-spy subscriptions to network publications are not supported yet", channel)
-	}
 	for _, p := range u.Params {
 		if !udpSupportedKeys[p.Key] {
 			return fail(cnc.ErrorCodeInvalidChannel, "%s: parameter '%s' is not supported on aeron:%s by this driver yet (unicast endpoint only)", channel, p.Key, u.Media)
@@ -128,9 +125,17 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 			return err
 		}
 		c.netPubs = append(c.netPubs, pub)
+		pub.media = u.Media
 		pub.handed = true
 		snd := c.snd
 		c.senderProxy.offer(func() { snd.onAddPublication(pub) })
+		defer func() {
+			for _, s := range c.subs {
+				if s.spies(pub) {
+					pub.addSpy(c, s)
+				}
+			}
+		}()
 		fmt.Fprintf(c.log, "publication %d: session %d stream %d %s from %s\n", pub.regID, pub.sessionID, pub.streamID, dest, t.LocalAddr())
 	}
 	pub.refCount++
@@ -143,6 +148,36 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 		CorrelationID: cmd.CorrelationID, RegistrationID: pub.regID, SessionID: pub.sessionID, StreamID: pub.streamID,
 		PublicationLimitCounterID: pub.pubLmtID, ChannelStatusIndicatorID: channelStatusNotAllocated, LogFile: pub.logFile}))
 	return nil
+}
+
+// addSpySubscription links an aeron-spy: subscription to every network
+// publication of its channel and stream (aeron_driver_conductor_on_add_spy_subscription):
+// the spy reads the publication's own log, joining at the sender position.
+func (c *conductor) addSpySubscription(cl *clientSession, cmd cnc.SubscriptionCommand, u *uri.ChannelURI) error {
+	dest, err := resolveEndpoint(u)
+	if err != nil {
+		return err
+	}
+	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel, spy: true, spyDest: dest, spyMedia: u.Media}
+	if v, ok := u.Int(uri.KeySessionID); ok {
+		s.sessionID, s.hasSession = int32(v), true
+	}
+	c.subs[s.regID] = s
+	c.transmit(cnc.RspOnSubscriptionReady, cnc.AppendIDAndCounter(c.buf[:0], cmd.CorrelationID, channelStatusNotAllocated))
+	for _, p := range c.netPubs {
+		if s.spies(p) {
+			p.addSpy(c, s)
+		}
+	}
+	return nil
+}
+
+// spies says whether spy subscription s reads publication p
+// (aeron_driver_conductor_spy_subscription_link_matches: same channel and
+// stream, session if given; only publications still accepting).
+func (s *subLink) spies(p *networkPublication) bool {
+	return s.spy && p.state == pubActive && p.streamID == s.streamID && p.dest == s.spyDest && p.media == s.spyMedia &&
+		(!s.hasSession || s.sessionID == p.sessionID)
 }
 
 func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.SubscriptionCommand, u *uri.ChannelURI) error {

@@ -5,12 +5,14 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/logbuffer"
 	"github.com/ibgo/ibgo/aeron/protocol"
+	"github.com/ibgo/ibgo/aeron/uri"
 )
 
 // Sender timings of the C driver (aeron_network_publication.h,
@@ -39,8 +41,15 @@ type networkPublication struct {
 	state               pubState
 	refCount            int
 
-	t    Transport
-	dest netip.AddrPort
+	t     Transport
+	dest  netip.AddrPort
+	media uri.Media
+
+	// aeron-spy: subscribers (conductor); spyPositions gives their
+	// positions to the sender for spies-simulate-connection
+	spies        []*subscriberPosition
+	hasSpies     atomic.Bool
+	spyPositions atomic.Pointer[[]*atomic.Int64]
 
 	log                 *logbuffer.LogBuffer
 	logFile             string
@@ -76,6 +85,8 @@ type networkPublication struct {
 	lastSetupNs     int64
 	shouldSendSetup bool
 	eosSent         bool
+	// AERON_SPIES_SIMULATE_CONNECTION, fixed at creation
+	simulateConnection bool
 
 	// unicast retransmit handler: one action, lingering after a resend
 	rtxActive            bool
@@ -144,7 +155,8 @@ func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamI
 		params: params, t: t, dest: dest, log: log, logFile: path, logLength: int64(len(log.Bytes())), termLength: int64(params.termLength),
 		positionBitsToShift: logbuffer.PositionBitsToShift(int32(params.termLength)), initialTermID: rand.Int32(),
 		termWindow: int64(window), pubLmtID: -1, pubPosID: -1, sndPosID: -1, sndLmtID: -1, shouldSendSetup: true,
-		sendBatch: make([][]byte, 0, maxDatagramsPerSendDuty)}
+		simulateConnection: c.cfg.SpiesSimulateConnection,
+		sendBatch:          make([][]byte, 0, maxDatagramsPerSendDuty)}
 	p.recvFn = p.onControl
 	if params.hasPosition {
 		p.initialTermID = params.initialTermID
@@ -202,6 +214,9 @@ func (p *networkPublication) update(c *conductor) int {
 	case pubDone:
 		return 0
 	case pubLinger:
+		if len(p.spies) > 0 && p.spiesFinished() {
+			p.endSpies(c)
+		}
 		if c.nowNs >= p.lingerDeadline {
 			p.close(c)
 		}
@@ -213,12 +228,21 @@ func (p *networkPublication) update(c *conductor) int {
 	if connected && c.nowNs-p.lastSMNs.Load() > c.cfg.PublicationConnTimeout.Nanoseconds() {
 		connected = false
 		p.connected.Store(false)
-		p.log.Metadata().SetIsConnected(false)
+		if !p.simulateConnection || len(p.spies) == 0 {
+			p.log.Metadata().SetIsConnected(false)
+		}
 		fmt.Fprintf(c.log, "publication %d: no status message for %v, not connected\n", p.regID, c.cfg.PublicationConnTimeout)
 	}
-	if connected {
-		if limit := senderPosition + p.termWindow; limit >= p.tripLimit && p.state == pubActive {
-			p.clean(senderPosition - p.termLength)
+	// aeron_network_publication_update_pub_pos_and_lmt: the limit follows
+	// the slowest of the sender and the spies; spies alone count when they
+	// simulate a connection.
+	if connected || (c.cfg.SpiesSimulateConnection && len(p.spies) > 0) {
+		minConsumer := senderPosition
+		for _, sp := range p.spies {
+			minConsumer = min(minConsumer, sp.pos.Load())
+		}
+		if limit := minConsumer + p.termWindow; limit >= p.tripLimit && p.state == pubActive {
+			p.clean(minConsumer - p.termLength)
 			p.pubLmt.Store(limit)
 			p.tripLimit = limit + p.termWindow/8
 			work++
@@ -262,6 +286,21 @@ func (p *networkPublication) send(c *sender) int {
 	}
 	sent := 0
 	hasReceivers, eos := p.hasReceivers.Load(), p.endOfStream.Load()
+	if !hasReceivers && p.simulateConnection && p.hasSpies.Load() {
+		// Spies stand in for receivers: the sender position follows the
+		// fastest spy (aeron_network_publication_max_spy_position).
+		if ps := p.spyPositions.Load(); ps != nil {
+			pos := p.senderPosition
+			for _, sp := range *ps {
+				pos = max(pos, sp.Load())
+			}
+			if pos > p.senderPosition {
+				p.senderPosition = pos
+				p.sndPos.Store(pos)
+				work++
+			}
+		}
+	}
 	if hasReceivers && !eos {
 		sent = p.sendData(c)
 		work += sent
@@ -458,6 +497,7 @@ func (p *networkPublication) close(c *conductor) {
 		return
 	}
 	p.state = pubDone
+	p.endSpies(c)
 	if p.log != nil {
 		p.log.Metadata().SetIsConnected(false)
 	}
@@ -483,4 +523,83 @@ func (p *networkPublication) close(c *conductor) {
 	snd := c.snd
 	c.senderProxy.offer(func() { snd.onRemovePublication(p) })
 	c.awaitRelease(&p.released, free)
+}
+
+// addSpy gives spy subscription s an image of the publication's own log,
+// joining at the sender position (aeron_driver_conductor_link_subscribable
+// with aeron_network_publication_join_position; source identity "aeron:ipc"
+// as the C driver passes).
+func (p *networkPublication) addSpy(c *conductor, s *subLink) {
+	join := p.sndPos.Load()
+	key := streamKey(c.keyBuf, s.regID, p.sessionID, p.streamID, s.channel)
+	id, err := c.counters.Allocate(cnc.TypeSubscriberPosition, key, streamLabel("sub-pos", s.regID, p.sessionID, p.streamID, s.channel, "@"+strconv.FormatInt(join, 10)))
+	if err != nil {
+		c.recordError(cnc.ErrorCodeGenericError, err.Error())
+		return
+	}
+	c.counters.SetRegistrationID(id, s.regID)
+	c.counters.SetOwnerID(id, s.client.id)
+	c.counters.SetReferenceID(id, p.regID)
+	sp := &subscriberPosition{sub: s, id: id, pos: c.counters.Value(id)}
+	sp.pos.Store(join)
+	p.spies = append(p.spies, sp)
+	p.publishSpies()
+	if p.simulateConnection {
+		p.log.Metadata().SetIsConnected(true)
+	}
+	c.transmit(cnc.RspOnAvailableImage, cnc.AppendImageReady(c.buf[:0], cnc.ImageReady{
+		CorrelationID: p.regID, SessionID: p.sessionID, StreamID: p.streamID, SubscriptionRegistrationID: s.regID,
+		SubscriberPositionID: id, LogFile: p.logFile, SourceIdentity: "aeron:ipc"}))
+}
+
+func (p *networkPublication) removeSpy(c *conductor, s *subLink) {
+	for i, sp := range p.spies {
+		if sp.sub == s {
+			_ = c.counters.Free(sp.id)
+			p.spies = append(p.spies[:i], p.spies[i+1:]...)
+			p.publishSpies()
+			p.spyUnconnected()
+			return
+		}
+	}
+}
+
+// spiesFinished says every spy read all that was published
+// (aeron_network_publication_spies_finished_consuming).
+func (p *networkPublication) spiesFinished() bool {
+	end := p.producerPosition()
+	for _, sp := range p.spies {
+		if sp.pos.Load() < end {
+			return false
+		}
+	}
+	return true
+}
+
+// endSpies makes the publication's image unavailable to its spies
+// (aeron_driver_conductor_cleanup_spies).
+func (p *networkPublication) endSpies(c *conductor) {
+	for _, sp := range p.spies {
+		c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
+			CorrelationID: p.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: p.streamID, Channel: sp.sub.channel}))
+		_ = c.counters.Free(sp.id)
+	}
+	p.spies = nil
+	p.publishSpies()
+}
+
+// spyUnconnected drops the connection the last simulating spy made.
+func (p *networkPublication) spyUnconnected() {
+	if p.simulateConnection && len(p.spies) == 0 && !p.connected.Load() {
+		p.log.Metadata().SetIsConnected(false)
+	}
+}
+
+func (p *networkPublication) publishSpies() {
+	ps := make([]*atomic.Int64, len(p.spies))
+	for i, sp := range p.spies {
+		ps[i] = sp.pos
+	}
+	p.spyPositions.Store(&ps)
+	p.hasSpies.Store(len(ps) > 0)
 }
