@@ -687,3 +687,12 @@ func RequestDriverTermination(dir string, token []byte) error {
 	}
 	return nil
 }
+
+// destination sends one of the four destination commands for the
+// resource registered as reg and waits for the driver's answer.
+func (c *Client) destination(ctx context.Context, kind int32, reg int64, channel string) error {
+	_, err := c.command(ctx, kind, 0, channel, func(dst []byte, corr int64) []byte {
+		return cnc.AppendDestinationCommand(dst, cnc.DestinationCommand{Correlated: cnc.Correlated{ClientID: c.clientID, CorrelationID: corr}, RegistrationID: reg, Channel: channel})
+	})
+	return err
+}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 
@@ -374,4 +375,17 @@ func (a *ControlledFragmentAssembler) onFragment(payload []byte, h *Header) Acti
 	}
 	*buf = (*buf)[:0]
 	return action
+}
+
+// AddDestination adds a receive destination to a subscription whose
+// channel has control-mode=manual (a multi-destination subscription), and
+// waits for the driver (Subscription.addDestination). Other channels get
+// the driver's error.
+func (s *Subscription) AddDestination(ctx context.Context, endpointChannel string) error {
+	return s.client.destination(ctx, cnc.CmdAddRcvDestination, s.registrationID, endpointChannel)
+}
+
+// RemoveDestination removes a receive destination.
+func (s *Subscription) RemoveDestination(ctx context.Context, endpointChannel string) error {
+	return s.client.destination(ctx, cnc.CmdRemoveRcvDestination, s.registrationID, endpointChannel)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -403,21 +404,17 @@ func (c *conductor) dispatch(typeID int32, msg []byte, hdr cnc.Correlated, cl *c
 		if err != nil {
 			return err
 		}
-		if typeID == cnc.CmdAddRcvDestination || typeID == cnc.CmdRemoveRcvDestination {
-			if _, ok := c.subs[cmd.RegistrationID]; !ok {
-				return fail(cnc.ErrorCodeUnknownSubscription, "unknown subscription: registration_id=%d", cmd.RegistrationID)
-			}
-			return fail(cnc.ErrorCodeInvalidChannel, "destinations are not supported on aeron:ipc subscriptions (multi-destination subscriptions need a network medium)")
-		}
-		if _, ok := c.pubLinks[cmd.RegistrationID]; !ok {
-			return fail(cnc.ErrorCodeUnknownPublication, "unknown publication: registration_id=%d", cmd.RegistrationID)
-		}
-		return fail(cnc.ErrorCodeInvalidChannel, "destinations are not supported on aeron:ipc publications (multi-destination-cast needs a network medium)")
+		return c.onDestination(typeID, cmd)
 	case cnc.CmdRemoveDestinationByID:
 		if len(msg) < 32 {
 			return &cnc.CommandError{TypeID: typeID, Reason: fmt.Sprintf("needs 32 bytes, message has %d", len(msg))}
 		}
-		return fail(cnc.ErrorCodeUnknownPublication, "unknown publication: registration_id=%d", int64(binary.LittleEndian.Uint64(msg[16:])))
+		// aeron_driver_conductor_on_remove_receive_send_destination_by_id
+		reg := int64(binary.LittleEndian.Uint64(msg[16:]))
+		if c.networkPublication(reg) == nil {
+			return fail(cnc.ErrorCodeUnknownPublication, "unknown remove destination, client_id=%d registration_id=%d", hdr.ClientID, reg)
+		}
+		return fail(cnc.ErrorCodeGenericError, "channel does not allow manual control of destinations: %d", reg)
 	case cnc.CmdTerminateDriver:
 		cmd, err := cnc.DecodeTerminateCommand(typeID, msg)
 		if err != nil {
@@ -448,6 +445,51 @@ func (c *conductor) dispatch(typeID int32, msg []byte, hdr cnc.Correlated, cl *c
 		return nil
 	}
 	return fail(cnc.ErrorCodeUnknownCommandTypeID, "command type id 0x%x unknown", typeID)
+}
+
+// onDestination answers the destination commands as the C driver does for
+// channels without manual control of destinations, the only ones this
+// driver's media offer (control-mode=manual is refused when the channel is
+// added): aeron_driver_conductor_on_add_send_destination,
+// on_remove_send_destination and find_mds_subscription. Send destinations
+// are looked up among network publications only, receive destinations
+// among network subscriptions only, so IPC resources are unknown there.
+func (c *conductor) onDestination(typeID int32, cmd cnc.DestinationCommand) error {
+	switch typeID {
+	case cnc.CmdAddDestination, cnc.CmdRemoveDestination:
+		if c.networkPublication(cmd.RegistrationID) == nil {
+			if typeID == cnc.CmdAddDestination {
+				return fail(cnc.ErrorCodeUnknownPublication, "unknown add destination client_id=%d registration_id=%d", cmd.ClientID, cmd.RegistrationID)
+			}
+			return fail(cnc.ErrorCodeUnknownPublication, "unknown remove destination, client_id=%d registration_id=%d", cmd.ClientID, cmd.RegistrationID)
+		}
+		if typeID == cnc.CmdAddDestination {
+			if strings.HasPrefix(cmd.Channel, "aeron-spy:") {
+				return fail(cnc.ErrorCodeInvalidChannel, "Aeron spies are invalid as send destinations: %s", cmd.Channel)
+			}
+			if _, err := uri.Parse(cmd.Channel); err != nil {
+				return fail(cnc.ErrorCodeInvalidChannel, "invalid destination: %v", err)
+			}
+		}
+		return fail(cnc.ErrorCodeGenericError, "channel does not allow manual control of destinations: %s", cmd.Channel)
+	default:
+		s, ok := c.subs[cmd.RegistrationID]
+		if !ok || s.endpoint == "" {
+			return fail(cnc.ErrorCodeUnknownSubscription, "unknown subscription client_id=%d registration_id=%d", cmd.ClientID, cmd.RegistrationID)
+		}
+		return fail(cnc.ErrorCodeInvalidChannel, "channel does not allow manual control")
+	}
+}
+
+// networkPublication finds a network publication by its registration id
+// (the correlation id of the command that created it).
+func (c *conductor) networkPublication(regID int64) *networkPublication {
+	for _, p := range c.netPubs {
+		if p.regID == regID && p.state != pubDone {
+			return p
+		}
+	}
+	return nil
 }
 
 // nextSessionID hands out session ids outside the reserved range and not
