@@ -87,6 +87,7 @@ type subLink struct {
 	sessionID  int32
 	hasSession bool
 	endpoint   string // the receive endpoint of a network subscription; "" for IPC and spies
+	tether     bool   // tether=, default AERON_TETHER_SUBSCRIPTIONS
 	// aeron-spy: subscriptions read network publications of this
 	// destination and medium
 	spy      bool
@@ -481,6 +482,14 @@ func (c *conductor) onDestination(typeID int32, cmd cnc.DestinationCommand) erro
 	}
 }
 
+// tether is a subscription's tether= or AERON_TETHER_SUBSCRIPTIONS.
+func (c *conductor) tether(u *uri.ChannelURI) bool {
+	if v, ok := u.Bool(uri.KeyTether); ok {
+		return v
+	}
+	return c.cfg.TetherSubscriptions
+}
+
 // networkPublication finds a network publication by its registration id
 // (the correlation id of the command that created it).
 func (c *conductor) networkPublication(regID int64) *networkPublication {
@@ -640,7 +649,7 @@ func (c *conductor) addSubscription(cl *clientSession, cmd cnc.SubscriptionComma
 	if u.Media != uri.MediaIPC {
 		return c.addNetworkSubscription(cl, cmd, u)
 	}
-	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel}
+	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel, tether: c.tether(u)}
 	if v, ok := u.Int(uri.KeySessionID); ok {
 		s.sessionID, s.hasSession = int32(v), true
 	}

@@ -70,6 +70,7 @@ type Config struct {
 	UntetheredWindowLimit     time.Duration // AERON_UNTETHERED_WINDOW_LIMIT_TIMEOUT
 	UntetheredResting         time.Duration // AERON_UNTETHERED_RESTING_TIMEOUT
 	SpiesSimulateConnection   bool          // AERON_SPIES_SIMULATE_CONNECTION
+	TetherSubscriptions       bool          // AERON_TETHER_SUBSCRIPTIONS: default of a subscription's tether=
 	TerminationValidator      string        // AERON_DRIVER_TERMINATION_VALIDATOR: "deny" (default) or "allow"
 
 	PerformStorageChecks         bool  // AERON_PERFORM_STORAGE_CHECKS: refuse a log the file system has no room for
@@ -128,6 +129,7 @@ func DefaultConfig() Config {
 		UntetheredResting:         10 * time.Second,
 		TerminationValidator:      "deny",
 		PerformStorageChecks:      true,
+		TetherSubscriptions:       true,
 		// AERON_LOW_FILE_STORE_WARNING_THRESHOLD_DEFAULT: 160 MiB
 		LowFileStoreWarningThreshold: 160 << 20,
 	}
@@ -226,6 +228,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	dur("AERON_UNTETHERED_WINDOW_LIMIT_TIMEOUT", &c.UntetheredWindowLimit)
 	dur("AERON_UNTETHERED_RESTING_TIMEOUT", &c.UntetheredResting)
 	boolean("AERON_SPIES_SIMULATE_CONNECTION", &c.SpiesSimulateConnection)
+	boolean("AERON_TETHER_SUBSCRIPTIONS", &c.TetherSubscriptions)
 	str("AERON_DRIVER_TERMINATION_VALIDATOR", &c.TerminationValidator)
 	boolean("AERON_PERFORM_STORAGE_CHECKS", &c.PerformStorageChecks)
 	if v := getenv("AERON_LOW_FILE_STORE_WARNING_THRESHOLD"); v != "" {
