@@ -18,6 +18,7 @@ var udpSupportedKeys = map[string]bool{
 	uri.KeyEndpoint: true, uri.KeyMTU: true, uri.KeyTermLength: true, uri.KeyInitialTermID: true,
 	uri.KeyTermID: true, uri.KeyTermOffset: true, uri.KeySessionID: true, uri.KeyLinger: true,
 	uri.KeySocketSndbuf: true, uri.KeySocketRcvbuf: true, uri.KeyAlias: true,
+	uri.KeyInterface: true, uri.KeyTTL: true,
 }
 
 // checkNetworkChannel refuses what the network slice does not do yet.
@@ -27,15 +28,15 @@ func checkNetworkChannel(u *uri.ChannelURI, channel string) error {
 	}
 	for _, p := range u.Params {
 		if !udpSupportedKeys[p.Key] {
-			return fail(cnc.ErrorCodeInvalidChannel, "%s: parameter '%s' is not supported on aeron:%s by this driver yet (unicast endpoint only)", channel, p.Key, u.Media)
+			return fail(cnc.ErrorCodeInvalidChannel, "%s: parameter '%s' is not supported on aeron:%s by this driver yet", channel, p.Key, u.Media)
 		}
 	}
 	ep, ok := u.Endpoint()
 	if !ok || !ep.HasPort {
 		return fail(cnc.ErrorCodeInvalidChannel, "%s: aeron:%s needs endpoint=host:port (control, tags and control-mode channels are not supported yet)", channel, u.Media)
 	}
-	if ep.Multicast() {
-		return fail(cnc.ErrorCodeInvalidChannel, "%s: multicast endpoint %s is not supported yet (unicast only)", channel, ep)
+	if !ep.Multicast() && u.Has(uri.KeyInterface) {
+		return fail(cnc.ErrorCodeInvalidChannel, "%s: interface is only supported on multicast channels by this driver yet", channel)
 	}
 	return nil
 }
@@ -70,6 +71,9 @@ func (c *conductor) transportParams(u *uri.ChannelURI, mtu int) TransportParams 
 	}
 	if v, ok := u.Size(uri.KeySocketSndbuf); ok {
 		p.SocketSndbuf = int(v)
+	}
+	if v, ok := u.Int(uri.KeyTTL); ok {
+		p.MulticastTTL = int(v)
 	}
 	return p
 }
@@ -118,6 +122,12 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 		if dest.Addr().Is6() {
 			bind = netip.AddrPortFrom(netip.IPv6Unspecified(), 0)
 		}
+		if dest.Addr().IsMulticast() {
+			// status messages and NAKs arrive on the control group
+			if bind, err = multicastControl(dest); err != nil {
+				return err
+			}
+		}
 		t, err := med.Open(u, bind, dest, c.transportParams(u, params.mtu), AffinitySender)
 		if err != nil {
 			return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
@@ -156,6 +166,13 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 			return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
 		}
 		e = newReceiveEndpoint(c, key, t)
+		if bind.Addr().IsMulticast() {
+			// status messages and NAKs go to the control group
+			if e.control, err = multicastControl(bind); err != nil {
+				_ = t.Close()
+				return err
+			}
+		}
 		c.endpoints[key] = e
 	}
 	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel, endpoint: key}

@@ -31,12 +31,16 @@ const (
 // of the sessions arriving on it. Owned by the conductor goroutine, which
 // runs the receiver duty.
 type receiveEndpoint struct {
-	key    string // canonical bind address
-	t      Transport
-	subs   []*subLink
-	images []*publicationImage
-	c      *conductor
-	recvFn RecvFunc
+	key string // canonical bind address
+	t   Transport
+	// control is where a multicast endpoint sends status messages and
+	// NAKs (the control group); invalid for unicast, which answers the
+	// source of the data.
+	control netip.AddrPort
+	subs    []*subLink
+	images  []*publicationImage
+	c       *conductor
+	recvFn  RecvFunc
 	// setup elicitation: last time an SM with the SETUP flag went to a
 	// session (aeron pending setup entries)
 	pendingSetup map[[2]int32]int64
@@ -69,6 +73,9 @@ func (e *receiveEndpoint) image(sessionID, streamID int32) *publicationImage {
 }
 
 func (e *receiveEndpoint) sendTo(dest netip.AddrPort, b []byte) {
+	if e.control.IsValid() {
+		dest = e.control
+	}
 	e.batch[0] = b
 	if _, err := e.t.Send(dest, e.batch); err != nil {
 		e.c.sys[sysErrors].Add(1)

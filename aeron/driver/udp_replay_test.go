@@ -421,8 +421,8 @@ func TestUDPUnsupportedParametersRefused(t *testing.T) {
 	require.NoError(t, err)
 	defer cl.Close()
 	for channel, want := range map[string]string{
-		"aeron:udp?endpoint=224.0.1.1:40456":                           "multicast",
-		"aeron:udp?endpoint=127.0.0.1:40456|interface=127.0.0.1":       "'interface'",
+		"aeron:udp?endpoint=224.0.1.2:40456":                           "odd",
+		"aeron:udp?endpoint=127.0.0.1:40456|interface=127.0.0.1":       "interface",
 		"aeron:udp?endpoint=127.0.0.1:40456|reliable=false":            "'reliable'",
 		"aeron:udp?endpoint=127.0.0.1:40456|fc=min":                    "'fc'",
 		"aeron:udp?control=127.0.0.1:40457|control-mode=dynamic":       "'control'",

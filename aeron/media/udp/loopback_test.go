@@ -264,3 +264,83 @@ func TestSlowReceiverHoldsPublisher(t *testing.T) {
 	}
 	waitFor(t, "every message held back", func() bool { p.sub.Poll(fh, 256); return next == sent })
 }
+
+// multicastChannel is a fresh group and port on loopback.
+func multicastChannel(t *testing.T, extra string) string {
+	return "aeron:udp?endpoint=224.0.1." + strconv.Itoa(1+2*(freePort(t)%100)) + ":" + strconv.Itoa(freePort(t)) + "|interface=127.0.0.1" + extra
+}
+
+// multicastGroup: one publisher and a subscriber in each of two more
+// drivers on one multicast channel; returns the publication and the
+// subscriptions once everything is connected.
+func multicastGroup(t *testing.T, pubExtra, subExtra [2]string, loss float64) (*client.Publication, [2]*client.Subscription, [2]*driver.Driver, *driver.Driver) {
+	base := multicastChannel(t, "")
+	pd, _ := startDriver(t, udp.Loss{}, nil)
+	var subs [2]*client.Subscription
+	var sds [2]*driver.Driver
+	for i := range subs {
+		sd, _ := startDriver(t, udp.Loss{ReceiveRate: loss, Seed: uint64(11 + i)}, nil)
+		sc := connect(t, sd.Dir())
+		sub, err := sc.AddSubscription(context.Background(), base+subExtra[i], 1001)
+		require.NoError(t, err)
+		subs[i], sds[i] = sub, sd
+	}
+	pc := connect(t, pd.Dir())
+	pub, err := pc.AddPublication(context.Background(), base+pubExtra[0], 1001)
+	require.NoError(t, err)
+	waitFor(t, "publication connected", pub.IsConnected)
+	for i := range subs {
+		waitFor(t, "image available in subscriber "+strconv.Itoa(i), subs[i].IsConnected)
+	}
+	return pub, subs, sds, pd
+}
+
+// streamTo sends n sequence-numbered messages and checks every subscriber
+// gets each once and in order.
+func streamTo(t *testing.T, pub *client.Publication, subs []*client.Subscription, n, size int) {
+	msg := make([]byte, size)
+	next := make([]int, len(subs))
+	handlers := make([]client.FragmentHandler, len(subs))
+	for i := range subs {
+		handlers[i] = client.NewFragmentAssembler(func(payload []byte, h *logbuffer.Header) {
+			require.Len(t, payload, size)
+			require.Equal(t, next[i], int(binary.LittleEndian.Uint64(payload)), "subscriber %d: message out of order or duplicated", i)
+			next[i]++
+		}).Handler()
+	}
+	pollAll := func() {
+		for i, s := range subs {
+			s.Poll(handlers[i], 256)
+		}
+	}
+	end := time.Now().Add(deadline)
+	for i := 0; i < n; {
+		binary.LittleEndian.PutUint64(msg, uint64(i))
+		if pub.Offer(msg) > 0 {
+			i++
+		} else {
+			pollAll()
+			time.Sleep(10 * time.Microsecond)
+		}
+		require.False(t, time.Now().After(end), "timed out offering: sent %d, received %v", i, next)
+	}
+	end = time.Now().Add(deadline)
+	waitFor(t, "every message at every subscriber", func() bool {
+		require.False(t, time.Now().After(end.Add(-time.Second)), "received %v of %d", next, n)
+		pollAll()
+		for _, v := range next {
+			if v != n {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestMulticastTwoSubscribers: the default (max) flow control on a
+// multicast channel, two subscriber drivers joined on loopback.
+func TestMulticastTwoSubscribers(t *testing.T) {
+	pub, subs, _, pd := multicastGroup(t, [2]string{}, [2]string{}, 0)
+	streamTo(t, pub, subs[:], 2000, 256)
+	require.Zero(t, systemCounter(t, pd, "Invalid packets"))
+}

@@ -1,6 +1,6 @@
 // Package udp is the UDP binding of the media driver's media seam
-// (driver.Media): unicast endpoints over the Go net package, plus the test
-// loss generator of Aeron's debug bindings.
+// (driver.Media): unicast and multicast endpoints over the Go net package,
+// plus the test loss generator of Aeron's debug bindings.
 package udp
 
 import (
@@ -79,15 +79,26 @@ func New(loss Loss) *Media { return &Media{loss: loss} }
 // Name is "udp".
 func (m *Media) Name() string { return string(uri.MediaUDP) }
 
-// Open binds a UDP socket to bind (port 0: ephemeral) for a unicast
-// channel. Multicast needs group membership this binding does not do yet.
+// Open binds a UDP socket to bind (port 0: ephemeral). A multicast bind
+// address is a group: the socket binds the wildcard address on its port
+// (address reuse on, so several subscribers and drivers on one host share
+// it), joins the group on the channel's interface and sends through that
+// interface with the channel's TTL, as aeron_udp_channel_transport_init
+// does. A sender binds the control group (data group + 1) and sends to the
+// data group (connect); a receiver binds the data group.
 func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.TransportParams, aff driver.Affinity) (driver.Transport, error) {
-	if bind.Addr().IsMulticast() || connect.Addr().IsMulticast() {
-		return nil, errors.New("udp: multicast endpoints are not supported by this binding yet")
+	if connect.Addr().IsMulticast() && !bind.Addr().IsMulticast() {
+		return nil, fmt.Errorf("udp: multicast destination %s needs a multicast control address to bind, not %s", connect, bind)
 	}
 	conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(bind))
 	if err != nil {
 		return nil, fmt.Errorf("udp: bind %s: %w", bind, err)
+	}
+	if bind.Addr().IsMulticast() {
+		if err := joinGroup(conn, ch, bind.Addr(), p.MulticastTTL); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
 	}
 	if p.SocketRcvbuf > 0 {
 		_ = conn.SetReadBuffer(p.SocketRcvbuf)
