@@ -68,6 +68,8 @@ type Config struct {
 	UntetheredResting         time.Duration // AERON_UNTETHERED_RESTING_TIMEOUT
 	SpiesSimulateConnection   bool          // AERON_SPIES_SIMULATE_CONNECTION
 	TerminationValidator      string        // AERON_DRIVER_TERMINATION_VALIDATOR: "deny" (default) or "allow"
+
+	Network NetworkConfig // flow control, receiver group tag, reliability (flowcontrol.go)
 }
 
 // DefaultDir mirrors aeron_default_path: /dev/shm/aeron-<user> on Linux,
@@ -121,6 +123,7 @@ func DefaultConfig() Config {
 		UntetheredWindowLimit:     5 * time.Second,
 		UntetheredResting:         10 * time.Second,
 		TerminationValidator:      "deny",
+		Network:                   defaultNetworkConfig(),
 	}
 }
 
@@ -218,6 +221,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	dur("AERON_UNTETHERED_RESTING_TIMEOUT", &c.UntetheredResting)
 	boolean("AERON_SPIES_SIMULATE_CONNECTION", &c.SpiesSimulateConnection)
 	str("AERON_DRIVER_TERMINATION_VALIDATOR", &c.TerminationValidator)
+	if err := c.Network.fromEnv(getenv); err != nil && firstErr == nil {
+		firstErr = err
+	}
 	if firstErr != nil {
 		return c, firstErr
 	}

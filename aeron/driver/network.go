@@ -18,7 +18,7 @@ var udpSupportedKeys = map[string]bool{
 	uri.KeyEndpoint: true, uri.KeyMTU: true, uri.KeyTermLength: true, uri.KeyInitialTermID: true,
 	uri.KeyTermID: true, uri.KeyTermOffset: true, uri.KeySessionID: true, uri.KeyLinger: true,
 	uri.KeySocketSndbuf: true, uri.KeySocketRcvbuf: true, uri.KeyAlias: true,
-	uri.KeyInterface: true, uri.KeyTTL: true,
+	uri.KeyInterface: true, uri.KeyTTL: true, uri.KeyFlowControl: true, uri.KeyGroupTag: true,
 }
 
 // checkNetworkChannel refuses what the network slice does not do yet.
@@ -97,6 +97,11 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 	if err != nil {
 		return err
 	}
+	if dest.Addr().IsMulticast() {
+		if _, err := parseFlowControl(u, c.cfg.Network); err != nil {
+			return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
+		}
+	}
 	var pub *networkPublication
 	if !exclusive {
 		for _, p := range c.netPubs {
@@ -137,6 +142,10 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 			_ = t.Close()
 			return err
 		}
+		if pub.fc, err = newFlowControl(c, u, dest.Addr().IsMulticast(), pub.regID, pub.sessionID, pub.streamID, cmd.Channel); err != nil {
+			pub.close(c)
+			return err
+		}
 		c.netPubs = append(c.netPubs, pub)
 		fmt.Fprintf(c.log, "publication %d: session %d stream %d %s from %s\n", pub.regID, pub.sessionID, pub.streamID, dest, t.LocalAddr())
 	}
@@ -166,6 +175,10 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 			return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
 		}
 		e = newReceiveEndpoint(c, key, t)
+		if err := e.setGroupTag(u, c.cfg.Network); err != nil {
+			_ = t.Close()
+			return err
+		}
 		if bind.Addr().IsMulticast() {
 			// status messages and NAKs go to the control group
 			if e.control, err = multicastControl(bind); err != nil {

@@ -37,10 +37,14 @@ type receiveEndpoint struct {
 	// NAKs (the control group); invalid for unicast, which answers the
 	// source of the data.
 	control netip.AddrPort
-	subs    []*subLink
-	images  []*publicationImage
-	c       *conductor
-	recvFn  RecvFunc
+	// groupTag goes into every status message when hasGroupTag (gtag=
+	// or AERON_RECEIVER_GROUP_TAG), for tagged flow control.
+	groupTag    int64
+	hasGroupTag bool
+	subs        []*subLink
+	images      []*publicationImage
+	c           *conductor
+	recvFn      RecvFunc
 	// setup elicitation: last time an SM with the SETUP flag went to a
 	// session (aeron pending setup entries)
 	pendingSetup map[[2]int32]int64
@@ -237,7 +241,7 @@ type publicationImage struct {
 	scanFound              bool
 	onGap                  logbuffer.GapHandler
 	lossEntry              int
-	ctl                    [protocol.StatusMessageHeaderLength]byte
+	ctl                    [protocol.StatusMessageGroupTagLength]byte
 }
 
 func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, from netip.AddrPort) (*publicationImage, error) {
@@ -486,7 +490,8 @@ func (im *publicationImage) sendStatus(c *conductor) {
 	sm := protocol.StatusMessage{SessionID: im.sessionID, StreamID: im.streamID,
 		ConsumptionTermID:     logbuffer.ComputeTermIDFromPosition(pos, im.positionBitsToShift, im.initialTermID),
 		ConsumptionTermOffset: logbuffer.ComputeTermOffsetFromPosition(pos, im.positionBitsToShift),
-		ReceiverWindow:        int32(im.window), ReceiverID: im.receiverID}
+		ReceiverWindow:        int32(im.window), ReceiverID: im.receiverID,
+		GroupTag: im.e.groupTag, HasGroupTag: im.e.hasGroupTag}
 	n, _ := sm.Encode(im.ctl[:])
 	im.e.sendTo(im.source, im.ctl[:n])
 	c.sys[sysStatusMessagesSent].Add(1)
@@ -499,7 +504,8 @@ func (im *publicationImage) close(c *conductor) {
 	}
 	if im.log != nil {
 		// Tell the sender this receiver is going away.
-		sm := protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: protocol.SMFlagEOS}, SessionID: im.sessionID, StreamID: im.streamID, ReceiverID: im.receiverID}
+		sm := protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: protocol.SMFlagEOS}, SessionID: im.sessionID, StreamID: im.streamID,
+			ReceiverID: im.receiverID, GroupTag: im.e.groupTag, HasGroupTag: im.e.hasGroupTag}
 		n, _ := sm.Encode(im.ctl[:])
 		im.e.sendTo(im.source, im.ctl[:n])
 	}

@@ -20,7 +20,6 @@ const (
 	retransmitUnicastLinger = 10_000_000  // AERON_RETRANSMIT_UNICAST_LINGER
 	maxDatagramsPerSendDuty = 16
 	controlPollPerDuty      = 16
-	unicastRetransmitFactor = 16 // retransmit length cap: window x 16 (unicast/min flow control)
 )
 
 // networkPublication is a publication on a network medium
@@ -39,6 +38,7 @@ type networkPublication struct {
 
 	t    Transport
 	dest netip.AddrPort
+	fc   flowControl // unicast max until addNetworkPublication picks the channel's
 
 	log                 *logbuffer.LogBuffer
 	logFile             string
@@ -91,7 +91,7 @@ func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamI
 		params: params, t: t, dest: dest, log: log, logFile: path, logLength: int64(len(log.Bytes())), termLength: int64(params.termLength),
 		positionBitsToShift: logbuffer.PositionBitsToShift(int32(params.termLength)), initialTermID: rand.Int32(),
 		termWindow: int64(window), pubLmtID: -1, pubPosID: -1, sndPosID: -1, sndLmtID: -1, shouldSendSetup: true, c: c,
-		sendBatch: make([][]byte, 0, maxDatagramsPerSendDuty)}
+		sendBatch: make([][]byte, 0, maxDatagramsPerSendDuty), fc: &maxFlowControl{multiple: unicastFlowControlRetransmitMultiple}}
 	p.recvFn = p.onControl
 	if params.hasPosition {
 		p.initialTermID = params.initialTermID
@@ -216,6 +216,9 @@ func (p *networkPublication) send(c *conductor) int {
 		p.sendHeartbeat(c)
 		work++
 	}
+	if sent == 0 {
+		p.flowControlIdle(c)
+	}
 	if p.rtxActive && c.nowNs >= p.rtxLingerDeadline {
 		p.rtxActive = false
 	}
@@ -229,6 +232,7 @@ func (p *networkPublication) sendSetup(c *conductor) {
 		TermLength: int32(p.termLength), MTU: int32(p.params.mtu), TTL: 0}
 	n, _ := s.Encode(p.ctl[:])
 	p.sendOne(c, p.ctl[:n])
+	p.setSenderLimit(p.fc.onSetup(c.nowNs, p.senderLimit))
 	p.lastSetupNs = c.nowNs
 	p.lastSendNs = c.nowNs
 }
@@ -305,26 +309,12 @@ func (p *networkPublication) onControl(_ Transport, buf []byte, from netip.AddrP
 		}
 		c.sys[sysStatusMessagesReceived].Add(1)
 		if sm.Flags&protocol.SMFlagSetup != 0 {
+			p.fc.onTriggerSendSetup(&sm)
 			p.shouldSendSetup = true
 			p.lastSetupNs = c.nowNs - setupTimeoutNs
 			return
 		}
-		if sm.Flags&protocol.SMFlagEOS != 0 {
-			return
-		}
-		// unicast flow control: snd-lmt = max(snd-lmt, sm position + window)
-		pos := logbuffer.ComputePosition(sm.ConsumptionTermID, sm.ConsumptionTermOffset, p.positionBitsToShift, p.initialTermID)
-		if lim := pos + int64(sm.ReceiverWindow); lim > p.senderLimit {
-			p.senderLimit = lim
-			p.sndLmt.Store(lim)
-		}
-		p.lastSMNs = c.nowNs
-		p.shouldSendSetup = false
-		p.hasReceivers = true
-		if !p.connected {
-			p.connected = true
-			p.log.Metadata().SetIsConnected(true)
-		}
+		p.onStatusMessage(c, &sm)
 	case protocol.TypeNak:
 		var nak protocol.Nak
 		if nak.Decode(buf) != nil {
@@ -370,7 +360,7 @@ func (p *networkPublication) onNak(c *conductor, termID, termOffset, length int3
 	if pos >= p.senderPosition || pos < p.senderPosition-p.termLength/2-maxMsg {
 		return
 	}
-	length = int32(min(int64(length), p.termLength-int64(termOffset), p.senderPosition-pos, p.termWindow*unicastRetransmitFactor))
+	length = int32(min(p.fc.maxRetransmissionLength(int64(termOffset), int64(length), p.termLength, p.receiverWindow(c)), p.senderPosition-pos))
 	term := p.log.Term(logbuffer.IndexByTerm(p.initialTermID, termID))
 	off, end := termOffset, termOffset+length
 	for off < end {
@@ -396,6 +386,9 @@ func (p *networkPublication) startDraining(c *conductor) {
 func (p *networkPublication) close(c *conductor) {
 	if p.state == pubDone {
 		return
+	}
+	if p.fc != nil {
+		p.fc.close(c)
 	}
 	for _, id := range []int32{p.pubLmtID, p.pubPosID, p.sndPosID, p.sndLmtID} {
 		if id >= 0 {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -298,6 +299,12 @@ func multicastGroup(t *testing.T, pubExtra, subExtra [2]string, loss float64) (*
 // streamTo sends n sequence-numbered messages and checks every subscriber
 // gets each once and in order.
 func streamTo(t *testing.T, pub *client.Publication, subs []*client.Subscription, n, size int) {
+	streamPaced(t, pub, subs, n, size, 0)
+}
+
+// streamPaced is streamTo waiting, after every pace messages (0: never),
+// until every subscriber has them all.
+func streamPaced(t *testing.T, pub *client.Publication, subs []*client.Subscription, n, size, pace int) {
 	msg := make([]byte, size)
 	next := make([]int, len(subs))
 	handlers := make([]client.FragmentHandler, len(subs))
@@ -318,6 +325,10 @@ func streamTo(t *testing.T, pub *client.Publication, subs []*client.Subscription
 		binary.LittleEndian.PutUint64(msg, uint64(i))
 		if pub.Offer(msg) > 0 {
 			i++
+			for pace > 0 && i%pace == 0 && slices.Min(next) < i {
+				pollAll()
+				require.False(t, time.Now().After(end), "timed out pacing: sent %d, received %v", i, next)
+			}
 		} else {
 			pollAll()
 			time.Sleep(10 * time.Microsecond)
@@ -338,9 +349,132 @@ func streamTo(t *testing.T, pub *client.Publication, subs []*client.Subscription
 }
 
 // TestMulticastTwoSubscribers: the default (max) flow control on a
-// multicast channel, two subscriber drivers joined on loopback.
+// multicast channel, two subscriber drivers joined on loopback. Max lets
+// the publisher run a window ahead of the fastest receiver, so a receiver
+// that lost a datagram (a full socket buffer on a loaded machine) could
+// fall out of the retransmit range, as with Aeron; the stream is paced
+// (50 messages, 14 KiB, then both catch up) so every message must arrive.
 func TestMulticastTwoSubscribers(t *testing.T) {
 	pub, subs, _, pd := multicastGroup(t, [2]string{}, [2]string{}, 0)
-	streamTo(t, pub, subs[:], 2000, 256)
+	streamPaced(t, pub, subs[:], 2000, 256, 50)
 	require.Zero(t, systemCounter(t, pd, "Invalid packets"))
+}
+
+// TestMulticastMinFlowControlUnderLoss: with fc=min the publisher waits
+// for the slowest receiver, so both subscribers recover every loss.
+func TestMulticastMinFlowControlUnderLoss(t *testing.T) {
+	pub, subs, sds, pd := multicastGroup(t, [2]string{"|fc=min"}, [2]string{}, 0.05)
+	streamTo(t, pub, subs[:], 2000, 256)
+	for i, sd := range sds {
+		require.Positive(t, systemCounter(t, sd, "NAKs sent"), "subscriber driver %d NAKed", i)
+	}
+	require.Positive(t, systemCounter(t, pd, "Retransmits sent"))
+	require.EqualValues(t, 2, streamCounter(t, pd, cnc.TypeFlowControlReceivers), "fc-receivers counts both receivers")
+}
+
+// offerUntilBackPressured offers messages numbered from sent on until
+// the publication is back pressured and returns the next number.
+func offerUntilBackPressured(t *testing.T, pub *client.Publication, size, sent int) int {
+	msg := make([]byte, size)
+	end := time.Now().Add(deadline)
+	for {
+		binary.LittleEndian.PutUint64(msg, uint64(sent))
+		r := pub.Offer(msg)
+		if r > 0 {
+			sent++
+			continue
+		}
+		if r == client.BackPressured {
+			return sent
+		}
+		require.False(t, time.Now().After(end), "timed out: offer result %d", r)
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestMulticastFlowControlSlowSubscriber: a subscriber that does not poll
+// holds the publisher back under fc=min (nothing lost once it reads) but
+// not under max, where the fast subscriber gets everything.
+func TestMulticastFlowControlSlowSubscriber(t *testing.T) {
+	t.Run("min", func(t *testing.T) {
+		pub, subs, _, _ := multicastGroup(t, [2]string{"|fc=min"}, [2]string{}, 0)
+		// the fast subscriber reads; the slow one does not
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				subs[0].Poll(func([]byte, *logbuffer.Header) {}, 256)
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		defer func() { close(stop); <-done }()
+		sent := offerUntilBackPressured(t, pub, 256, 0)
+		for range 3 { // the sender drains the log up to the limit meanwhile
+			time.Sleep(100 * time.Millisecond)
+			sent = offerUntilBackPressured(t, pub, 256, sent)
+		}
+		// 64 KiB terms: receiver window 32 KiB, publication window 32 KiB.
+		require.LessOrEqual(t, sent*288, 64<<10+288, "the slow subscriber holds the publisher")
+		next := 0
+		waitFor(t, "every held-back message at the slow subscriber", func() bool {
+			subs[1].Poll(func(p []byte, _ *logbuffer.Header) {
+				require.Equal(t, next, int(binary.LittleEndian.Uint64(p)))
+				next++
+			}, 256)
+			return next == sent
+		})
+	})
+	t.Run("max", func(t *testing.T) {
+		pub, subs, _, _ := multicastGroup(t, [2]string{"|fc=max"}, [2]string{}, 0)
+		streamTo(t, pub, subs[:1], 3000, 256) // 3000 x 288 bytes: far beyond the slow subscriber's window
+	})
+}
+
+// TestMulticastTaggedFlowControl: fc=tagged,g:99/2 waits for two receivers
+// whose status messages carry group tag 99; an untagged one does not count.
+func TestMulticastTaggedFlowControl(t *testing.T) {
+	base := multicastChannel(t, "")
+	pd, _ := startDriver(t, udp.Loss{}, nil)
+	pub, err := connect(t, pd.Dir()).AddPublication(context.Background(), base+"|fc=tagged,g:99/2", 1001)
+	require.NoError(t, err)
+	var subs []*client.Subscription
+	add := func(extra string, mod func(*driver.Config)) {
+		sd, _ := startDriver(t, udp.Loss{}, mod)
+		s, err := connect(t, sd.Dir()).AddSubscription(context.Background(), base+extra, 1001)
+		require.NoError(t, err)
+		waitFor(t, "image", s.IsConnected)
+		subs = append(subs, s)
+	}
+	add("|gtag=99", nil)
+	add("", nil)
+	time.Sleep(500 * time.Millisecond)
+	require.False(t, pub.IsConnected(), "one tagged receiver of the required two")
+	require.EqualValues(t, 1, streamCounter(t, pd, cnc.TypeFlowControlReceivers))
+	add("", func(c *driver.Config) { c.Network.ReceiverGroupTag, c.Network.HasReceiverGroupTag = 99, true }) // AERON_RECEIVER_GROUP_TAG
+	waitFor(t, "connected with two tagged receivers", pub.IsConnected)
+	streamTo(t, pub, []*client.Subscription{subs[0], subs[2]}, 1000, 256)
+}
+
+// streamCounter reads the first counter of a type in a running driver.
+func streamCounter(t *testing.T, d *driver.Driver, typeID int32) int64 {
+	f, err := cnc.OpenFile(cnc.Path(d.Dir()), false)
+	require.NoError(t, err)
+	defer f.Close()
+	r, err := f.Counters()
+	require.NoError(t, err)
+	v, found := int64(0), false
+	r.ForEach(func(c cnc.Counter) bool {
+		if c.TypeID == typeID {
+			v, found = c.Value, true
+			return false
+		}
+		return true
+	})
+	require.True(t, found, "counter of type %d", typeID)
+	return v
 }

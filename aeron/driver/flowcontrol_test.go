@@ -1,0 +1,119 @@
+package driver
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/aeron/protocol"
+	"github.com/ibgo/ibgo/aeron/uri"
+)
+
+func TestParseFlowControl(t *testing.T) {
+	def := defaultNetworkConfig()
+	for fc, want := range map[string]flowControlOptions{
+		"max":                 {name: "max", timeout: 5 * time.Second, groupTag: -1},
+		"min":                 {name: "min", timeout: 5 * time.Second, groupTag: -1},
+		"min,t:250ms":         {name: "min", timeout: 250 * time.Millisecond, groupTag: -1},
+		"tagged,g:123":        {name: "tagged", timeout: 5 * time.Second, groupTag: 123},
+		"tagged,g:123/3,t:1s": {name: "tagged", timeout: time.Second, groupTag: 123, groupMinSize: 3},
+		"min,g:/2":            {name: "min", timeout: 5 * time.Second, groupTag: -1, groupMinSize: 2},
+	} {
+		u, err := uri.Parse("aeron:udp?endpoint=224.0.1.1:40456|fc=" + fc)
+		require.NoError(t, err, fc)
+		got, err := parseFlowControl(u, def)
+		require.NoError(t, err, fc)
+		require.Equal(t, want, got, fc)
+	}
+	for _, fc := range []string{"multicast_min", "min,x:1", "min,t:soon", "tagged,g:abc", "tagged,g:1/-2", "tagged,g:"} {
+		u, err := uri.Parse("aeron:udp?endpoint=224.0.1.1:40456|fc=" + fc)
+		if err != nil {
+			continue // refused by the URI layer already
+		}
+		_, err = parseFlowControl(u, def)
+		require.Error(t, err, fc)
+		require.Contains(t, err.Error(), "fc=", fc)
+	}
+	u, _ := uri.Parse("aeron:udp?endpoint=224.0.1.1:40456")
+	def.MulticastFlowControl = "min"
+	got, err := parseFlowControl(u, def)
+	require.NoError(t, err)
+	require.Equal(t, "min", got.name, "the configured default applies without fc=")
+}
+
+func TestNetworkConfigFromEnv(t *testing.T) {
+	env := map[string]string{
+		"AERON_MULTICAST_FLOWCONTROL_SUPPLIER":              "aeron_min_flow_control_strategy_supplier",
+		"AERON_MIN_MULTICAST_FLOW_CONTROL_RECEIVER_TIMEOUT": "2s",
+		"AERON_FLOW_CONTROL_GROUP_TAG":                      "7",
+		"AERON_FLOW_CONTROL_GROUP_MIN_SIZE":                 "2",
+		"AERON_RECEIVER_GROUP_TAG":                          "9",
+		"AERON_RELIABLE_STREAM":                             "false",
+	}
+	c, err := ConfigFromEnv(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, NetworkConfig{MulticastFlowControl: "min", FlowControlReceiverTimeout: 2 * time.Second, FlowControlGroupTag: 7,
+		FlowControlGroupMinSize: 2, ReceiverGroupTag: 9, HasReceiverGroupTag: true, ReliableStream: false}, c.Network)
+	env["AERON_MULTICAST_FLOWCONTROL_SUPPLIER"] = "fastest"
+	_, err = ConfigFromEnv(func(k string) string { return env[k] })
+	require.ErrorContains(t, err, "AERON_MULTICAST_FLOWCONTROL_SUPPLIER")
+}
+
+// sm builds a status message at position pos (initial term 0, 64 KiB terms).
+func sm(receiverID, pos int64, window int32, tag *int64, flags uint8) *protocol.StatusMessage {
+	m := &protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: flags}, ConsumptionTermID: int32(pos >> 16),
+		ConsumptionTermOffset: int32(pos & 0xFFFF), ReceiverWindow: window, ReceiverID: receiverID}
+	if tag != nil {
+		m.GroupTag, m.HasGroupTag = *tag, true
+	}
+	return m
+}
+
+func TestMaxFlowControlFastestWins(t *testing.T) {
+	f := &maxFlowControl{multiple: maxFlowControlRetransmitMultiple}
+	lim := f.onStatusMessage(sm(1, 1000, 100, nil, 0), 0, 0, 16, 0)
+	require.EqualValues(t, 1100, lim)
+	lim = f.onStatusMessage(sm(2, 500, 100, nil, 0), lim, 0, 16, 0)
+	require.EqualValues(t, 1100, lim, "a slower receiver does not hold back max")
+	require.EqualValues(t, 400, f.maxRetransmissionLength(0, 1000, 1<<16, 100))
+	require.EqualValues(t, 36, f.maxRetransmissionLength(1<<16-36, 1000, 1<<16, 100), "not past the end of the term")
+}
+
+func TestMinFlowControlSlowestWinsAndTimesOut(t *testing.T) {
+	f := &minFlowControl{timeoutNs: int64(time.Second), groupTag: -1, lastSetupSndLmt: -1, counterID: -1}
+	lim := f.onStatusMessage(sm(1, 1000, 100, nil, 0), 0, 0, 16, 0)
+	require.EqualValues(t, 1100, lim)
+	// A second receiver behind the first (but within a window of the
+	// minimum) joins and from then on holds the limit.
+	lim = f.onStatusMessage(sm(2, 950, 100, nil, 0), lim, 0, 16, 10)
+	require.Len(t, f.receivers, 2)
+	require.EqualValues(t, 1100, lim, "the limit never moves backwards")
+	lim = f.onStatusMessage(sm(1, 5000, 100, nil, 0), lim, 0, 16, 20)
+	require.EqualValues(t, 1100, lim, "receiver 2 at 950+100 holds the limit although receiver 1 is far ahead")
+	require.EqualValues(t, 1050, f.onIdle(30, lim, lim))
+	// Receiver 2 stops sending status messages: after the timeout it is
+	// dropped and receiver 1 sets the limit.
+	lim = f.onStatusMessage(sm(1, 6000, 100, nil, 0), lim, 0, 16, int64(time.Second))
+	require.EqualValues(t, 6100, f.onIdle(int64(time.Second)+20, lim, lim))
+	require.Len(t, f.receivers, 1)
+	// EOS from receiver 1 removes it at the next idle.
+	f.onStatusMessage(sm(1, 6000, 100, nil, protocol.SMFlagEOS), 6100, 0, 16, int64(time.Second)+30)
+	f.onIdle(int64(time.Second)+40, 6100, 6100)
+	require.Empty(t, f.receivers)
+}
+
+func TestTaggedFlowControlGroup(t *testing.T) {
+	tag, other := int64(42), int64(7)
+	f := &minFlowControl{tagged: true, timeoutNs: int64(time.Second), groupTag: tag, groupMinSize: 2, lastSetupSndLmt: -1, counterID: -1}
+	lim := f.onStatusMessage(sm(1, 1000, 100, &tag, 0), 0, 0, 16, 0)
+	require.Zero(t, lim, "one tagged receiver of a group of two: the limit holds")
+	require.False(t, f.hasRequiredReceivers())
+	lim = f.onStatusMessage(sm(2, 1000, 100, &other, 0), lim, 0, 16, 0)
+	lim = f.onStatusMessage(sm(3, 1000, 100, nil, 0), lim, 0, 16, 0)
+	require.Zero(t, lim, "untagged and differently tagged receivers do not count")
+	require.Len(t, f.receivers, 1)
+	lim = f.onStatusMessage(sm(4, 1200, 100, &tag, 0), lim, 0, 16, 0)
+	require.True(t, f.hasRequiredReceivers())
+	require.EqualValues(t, 1100, lim, "two tagged receivers: the slower one sets the limit")
+}
