@@ -19,6 +19,7 @@ var udpSupportedKeys = map[string]bool{
 	uri.KeyTermID: true, uri.KeyTermOffset: true, uri.KeySessionID: true, uri.KeyLinger: true,
 	uri.KeySocketSndbuf: true, uri.KeySocketRcvbuf: true, uri.KeyAlias: true,
 	uri.KeyInterface: true, uri.KeyTTL: true, uri.KeyFlowControl: true, uri.KeyGroupTag: true,
+	uri.KeyReliable: true,
 }
 
 // checkNetworkChannel refuses what the network slice does not do yet.
@@ -179,6 +180,7 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 			_ = t.Close()
 			return err
 		}
+		e.setReliable(u, c.cfg.Network)
 		if bind.Addr().IsMulticast() {
 			// status messages and NAKs go to the control group
 			if e.control, err = multicastControl(bind); err != nil {
@@ -187,6 +189,8 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 			}
 		}
 		c.endpoints[key] = e
+	} else if err := e.checkReliable(u, c.cfg.Network, cmd.Channel); err != nil {
+		return err
 	}
 	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel, endpoint: key}
 	if v, ok := u.Int(uri.KeySessionID); ok {

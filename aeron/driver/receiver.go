@@ -41,10 +41,13 @@ type receiveEndpoint struct {
 	// or AERON_RECEIVER_GROUP_TAG), for tagged flow control.
 	groupTag    int64
 	hasGroupTag bool
-	subs        []*subLink
-	images      []*publicationImage
-	c           *conductor
-	recvFn      RecvFunc
+	// reliable false: gaps are filled with padding, never NAKed
+	// (reliable= or AERON_RELIABLE_STREAM)
+	reliable bool
+	subs     []*subLink
+	images   []*publicationImage
+	c        *conductor
+	recvFn   RecvFunc
 	// setup elicitation: last time an SM with the SETUP flag went to a
 	// session (aeron pending setup entries)
 	pendingSetup map[[2]int32]int64
@@ -445,6 +448,11 @@ func (im *publicationImage) onLoss(c *conductor) int {
 	im.gapLength = im.scanLength
 	if c.nowNs < im.gapDeadline {
 		return 0
+	}
+	if !im.e.reliable {
+		im.fillGap(c)
+		im.gapActive = false
+		return 1
 	}
 	nak := protocol.Nak{SessionID: im.sessionID, StreamID: im.streamID, TermID: im.gapTermID, TermOffset: im.gapOffset, Length: im.gapLength}
 	n, _ := nak.Encode(im.ctl[:])

@@ -423,7 +423,6 @@ func TestUDPUnsupportedParametersRefused(t *testing.T) {
 	for channel, want := range map[string]string{
 		"aeron:udp?endpoint=224.0.1.2:40456":                           "odd",
 		"aeron:udp?endpoint=127.0.0.1:40456|interface=127.0.0.1":       "interface",
-		"aeron:udp?endpoint=127.0.0.1:40456|reliable=false":            "'reliable'",
 		"aeron:udp?control=127.0.0.1:40457|control-mode=dynamic":       "'control'",
 		"aeron:udp?endpoint=127.0.0.1:40456|cc=cubic":                  "'cc'",
 		"aeron:udp?endpoint=127.0.0.1:40456|response-correlation-id=1": "'response-correlation-id'",

@@ -478,3 +478,50 @@ func streamCounter(t *testing.T, d *driver.Driver, typeID int32) int64 {
 	require.True(t, found, "counter of type %d", typeID)
 	return v
 }
+
+// TestUnreliableGapsFilled: reliable=false on the subscription: a lost
+// datagram becomes padding after the loss delay instead of a NAK, so the
+// subscriber sees fewer messages, each once and in order, and reaches the
+// publisher's position.
+func TestUnreliableGapsFilled(t *testing.T) {
+	p := connectPair(t, 0.05, "|reliable=false")
+	const n = 3000
+	msg := make([]byte, 256)
+	got, last := 0, -1
+	fh := func(payload []byte, _ *logbuffer.Header) {
+		seq := int(binary.LittleEndian.Uint64(payload))
+		require.Greater(t, seq, last, "message out of order or duplicated")
+		last = seq
+		got++
+	}
+	end := time.Now().Add(deadline)
+	for i := 0; i < n; {
+		binary.LittleEndian.PutUint64(msg, uint64(i))
+		if p.pub.Offer(msg) > 0 {
+			i++
+		} else {
+			p.sub.Poll(fh, 64)
+			time.Sleep(10 * time.Microsecond)
+		}
+		require.False(t, time.Now().After(end), "timed out offering: sent %d", i)
+	}
+	waitFor(t, "the subscriber at the publisher's position", func() bool {
+		p.sub.Poll(fh, 256)
+		return p.sub.Images()[0].Position() == p.pub.Position()
+	})
+	require.Less(t, got, n, "lost messages are skipped, not recovered")
+	require.Greater(t, got, n*8/10)
+	require.Positive(t, systemCounter(t, p.subDriver, "Loss gap fills"))
+	require.Zero(t, systemCounter(t, p.subDriver, "NAKs sent"), "an unreliable image never NAKs")
+	require.Zero(t, systemCounter(t, p.pubDriver, "Retransmits sent"))
+}
+
+func TestReliableConflictRefused(t *testing.T) {
+	d, _ := startDriver(t, udp.Loss{}, nil)
+	c := connect(t, d.Dir())
+	ch := "aeron:udp?endpoint=127.0.0.1:" + strconv.Itoa(freePort(t))
+	_, err := c.AddSubscription(context.Background(), ch, 1)
+	require.NoError(t, err)
+	_, err = c.AddSubscription(context.Background(), ch+"|reliable=false", 2)
+	require.ErrorContains(t, err, "reliable")
+}
