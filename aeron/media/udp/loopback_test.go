@@ -195,10 +195,17 @@ func TestPublisherDriverGoneImageUnavailable(t *testing.T) {
 }
 
 func TestLossFromEnv(t *testing.T) {
-	env := map[string]string{"AERON_DEBUG_RECEIVE_DATA_LOSS_RATE": "0.1", "AERON_DEBUG_SEND_DATA_LOSS_RATE": "0.02", "AERON_DEBUG_DATA_LOSS_SEED": "7"}
+	env := map[string]string{"AERON_DEBUG_RECEIVE_DATA_LOSS_RATE": "0.1", "AERON_DEBUG_SEND_DATA_LOSS_RATE": "0.02", "AERON_DEBUG_DATA_LOSS_SEED": "7",
+		"IBGO_DEBUG_RECEIVE_DATA_REORDER_RATE": "0.03", "IBGO_DEBUG_RECEIVE_DATA_DUPLICATE_RATE": "0.04",
+		"IBGO_DEBUG_SEND_DATA_REORDER_RATE": "0.05", "IBGO_DEBUG_SEND_DATA_DUPLICATE_RATE": "0.06"}
 	l, err := udp.LossFromEnv(func(k string) string { return env[k] })
 	require.NoError(t, err)
-	require.Equal(t, udp.Loss{ReceiveRate: 0.1, SendRate: 0.02, Seed: 7}, l)
+	require.Equal(t, udp.Loss{ReceiveRate: 0.1, SendRate: 0.02, Seed: 7, ReceiveReorderRate: 0.03, ReceiveDuplicateRate: 0.04,
+		SendReorderRate: 0.05, SendDuplicateRate: 0.06}, l)
+	env["IBGO_DEBUG_SEND_DATA_REORDER_RATE"] = "-1"
+	_, err = udp.LossFromEnv(func(k string) string { return env[k] })
+	require.ErrorContains(t, err, "IBGO_DEBUG_SEND_DATA_REORDER_RATE")
+	env["IBGO_DEBUG_SEND_DATA_REORDER_RATE"] = "0"
 	env["AERON_DEBUG_RECEIVE_DATA_LOSS_RATE"] = "2"
 	_, err = udp.LossFromEnv(func(k string) string { return env[k] })
 	require.ErrorContains(t, err, "AERON_DEBUG_RECEIVE_DATA_LOSS_RATE")
@@ -524,4 +531,47 @@ func TestReliableConflictRefused(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.AddSubscription(context.Background(), ch+"|reliable=false", 2)
 	require.ErrorContains(t, err, "reliable")
+}
+
+// TestReorderDuplicateLoss: the publisher's driver reorders and
+// duplicates DATA on send, the subscriber's drops, reorders and
+// duplicates on receive; every message arrives once and in order, on
+// unicast and on multicast with fc=min.
+func TestReorderDuplicateLoss(t *testing.T) {
+	sendSide := udp.Loss{Seed: 5, SendReorderRate: 0.05, SendDuplicateRate: 0.05}
+	recvSide := func(seed uint64) udp.Loss {
+		return udp.Loss{Seed: seed, ReceiveRate: 0.05, ReceiveReorderRate: 0.05, ReceiveDuplicateRate: 0.05}
+	}
+	t.Run("unicast", func(t *testing.T) {
+		pd, pm := startDriver(t, sendSide, nil)
+		sd, sm := startDriver(t, recvSide(6), nil)
+		channel := "aeron:udp?endpoint=127.0.0.1:" + strconv.Itoa(freePort(t))
+		sub, err := connect(t, sd.Dir()).AddSubscription(context.Background(), channel, 9)
+		require.NoError(t, err)
+		pub, err := connect(t, pd.Dir()).AddPublication(context.Background(), channel, 9)
+		require.NoError(t, err)
+		waitFor(t, "connected", func() bool { return pub.IsConnected() && sub.IsConnected() })
+		p := &pair{pubDriver: pd, subDriver: sd, pub: pub, sub: sub}
+		p.stream(t, 3000, 256)
+		for _, m := range []*udp.Media{pm, sm} {
+			require.Positive(t, m.Reordered.Load())
+			require.Positive(t, m.Duplicated.Load())
+		}
+		require.Positive(t, sm.Dropped.Load())
+	})
+	t.Run("multicast", func(t *testing.T) {
+		base := multicastChannel(t, "|fc=min")
+		pd, _ := startDriver(t, sendSide, nil)
+		var subs []*client.Subscription
+		for i := range 2 {
+			sd, _ := startDriver(t, recvSide(uint64(7+i)), nil)
+			s, err := connect(t, sd.Dir()).AddSubscription(context.Background(), base, 9)
+			require.NoError(t, err)
+			subs = append(subs, s)
+		}
+		pub, err := connect(t, pd.Dir()).AddPublication(context.Background(), base, 9)
+		require.NoError(t, err)
+		waitFor(t, "connected", func() bool { return pub.IsConnected() && subs[0].IsConnected() && subs[1].IsConnected() })
+		streamTo(t, pub, subs, 3000, 256)
+	})
 }
