@@ -39,11 +39,18 @@ type NetworkConfig struct {
 	// (AERON_RELIABLE_STREAM, default true): false fills gaps with
 	// padding instead of NAKing them.
 	ReliableStream bool
+	// NakMulticastGroupSize and NakMulticastMaxBackoff shape the random
+	// NAK delay of receivers with group semantics
+	// (AERON_NAK_MULTICAST_GROUP_SIZE, default 10;
+	// AERON_NAK_MULTICAST_MAX_BACKOFF, default 10 ms).
+	NakMulticastGroupSize  int
+	NakMulticastMaxBackoff time.Duration
 }
 
 func defaultNetworkConfig() NetworkConfig {
 	return NetworkConfig{MulticastFlowControl: "max", FlowControlReceiverTimeout: 5 * time.Second,
-		FlowControlGroupTag: -1, ReliableStream: true}
+		FlowControlGroupTag: -1, ReliableStream: true,
+		NakMulticastGroupSize: nakMulticastGroupSizeDefault, NakMulticastMaxBackoff: nakMulticastMaxBackoffDefault}
 }
 
 // fromEnv applies the AERON_* variables of the network config; the first
@@ -83,6 +90,20 @@ func (n *NetworkConfig) fromEnv(getenv func(string) string) error {
 			return fmt.Errorf("AERON_RECEIVER_GROUP_TAG=%q: not an int64", v)
 		}
 		n.ReceiverGroupTag, n.HasReceiverGroupTag = t, true
+	}
+	if v := getenv("AERON_NAK_MULTICAST_GROUP_SIZE"); v != "" {
+		s, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || s < 1 {
+			return fmt.Errorf("AERON_NAK_MULTICAST_GROUP_SIZE=%q: not a positive number", v)
+		}
+		n.NakMulticastGroupSize = s
+	}
+	if v := getenv("AERON_NAK_MULTICAST_MAX_BACKOFF"); v != "" {
+		d, err := ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("AERON_NAK_MULTICAST_MAX_BACKOFF=%q: not a positive duration", v)
+		}
+		n.NakMulticastMaxBackoff = d
 	}
 	if v := getenv("AERON_RELIABLE_STREAM"); v != "" {
 		b, err := uri.ParseBool(v)

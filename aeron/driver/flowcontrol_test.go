@@ -54,7 +54,8 @@ func TestNetworkConfigFromEnv(t *testing.T) {
 	c, err := ConfigFromEnv(func(k string) string { return env[k] })
 	require.NoError(t, err)
 	require.Equal(t, NetworkConfig{MulticastFlowControl: "min", FlowControlReceiverTimeout: 2 * time.Second, FlowControlGroupTag: 7,
-		FlowControlGroupMinSize: 2, ReceiverGroupTag: 9, HasReceiverGroupTag: true, ReliableStream: false}, c.Network)
+		FlowControlGroupMinSize: 2, ReceiverGroupTag: 9, HasReceiverGroupTag: true, ReliableStream: false,
+		NakMulticastGroupSize: 10, NakMulticastMaxBackoff: 10 * time.Millisecond}, c.Network)
 	env["AERON_MULTICAST_FLOWCONTROL_SUPPLIER"] = "fastest"
 	_, err = ConfigFromEnv(func(k string) string { return env[k] })
 	require.ErrorContains(t, err, "AERON_MULTICAST_FLOWCONTROL_SUPPLIER")
@@ -116,4 +117,64 @@ func TestTaggedFlowControlGroup(t *testing.T) {
 	lim = f.onStatusMessage(sm(4, 1200, 100, &tag, 0), lim, 0, 16, 0)
 	require.True(t, f.hasRequiredReceivers())
 	require.EqualValues(t, 1100, lim, "two tagged receivers: the slower one sets the limit")
+}
+
+func TestOptimalMulticastNakDelay(t *testing.T) {
+	d := newOptimalDelay(10, 10_000_000)
+	sum := int64(0)
+	for range 10000 {
+		v := d.next()
+		require.GreaterOrEqual(t, v, int64(0))
+		require.LessOrEqual(t, v, int64(10_000_000))
+		sum += v
+	}
+	// The distribution leans to long delays (most receivers wait for the
+	// first NAK to be answered): its mean is T(1 - 1/λ + 1/(e^λ-1)) ≈ 0.735 T
+	// for a group of 10 (about 7.35 ms).
+	mean := sum / 10000
+	require.InDelta(t, 7_350_000, mean, 400_000)
+	e := &receiveEndpoint{multicastDelay: d}
+	require.EqualValues(t, nakUnicastDelayNs, e.nakDelay(false))
+	require.EqualValues(t, nakUnicastDelayNs*nakUnicastRetryRatio, e.nakDelay(true))
+	for _, c := range []struct {
+		ch    string
+		mcast bool
+		want  bool
+	}{{"aeron:udp?endpoint=224.0.1.1:1", true, true}, {"aeron:udp?endpoint=224.0.1.1:1|group=false", true, false},
+		{"aeron:udp?endpoint=127.0.0.1:1|group=true", false, true}, {"aeron:udp?endpoint=127.0.0.1:1|group=infer", false, false}} {
+		u, err := uri.Parse(c.ch)
+		require.NoError(t, err)
+		require.Equal(t, c.want, groupSemantics(u, c.mcast), c.ch)
+	}
+}
+
+func TestRetransmitHandler(t *testing.T) {
+	uni := newRetransmitHandler(false)
+	a, _ := uni.claim(5, 0)
+	require.NotNil(t, a)
+	uni.linger(a, 5, 0, 1024, 100)
+	a, _ = uni.claim(5, 512)
+	require.Nil(t, a, "a NAK starting inside the lingering range is absorbed")
+	a, _ = uni.claim(5, 2048)
+	require.NotNil(t, a, "unicast: a NAK elsewhere replaces the single action")
+	uni.linger(a, 5, 2048, 1024, 100)
+	uni.processTimeouts(101)
+	a, _ = uni.claim(5, 2048)
+	require.NotNil(t, a, "the linger is over")
+
+	grp := newRetransmitHandler(true)
+	for i := range maxResendDefault {
+		a, overflow := grp.claim(1, int32(i*4096))
+		require.NotNil(t, a)
+		require.False(t, overflow)
+		grp.linger(a, 1, int32(i*4096), 1024, 50)
+	}
+	a, overflow := grp.claim(1, 1<<20)
+	require.Nil(t, a)
+	require.True(t, overflow, "every action busy: overflow")
+	a, overflow = grp.claim(1, 4096+100)
+	require.Nil(t, a)
+	require.False(t, overflow, "inside a lingering range: absorbed, not an overflow")
+	grp.processTimeouts(51)
+	require.Zero(t, grp.active)
 }

@@ -1,9 +1,12 @@
 package driver
 
 import (
+	"math"
+	"math/rand/v2"
 	"net/netip"
 
 	"github.com/ibgo/ibgo/aeron/cnc"
+	"github.com/ibgo/ibgo/aeron/uri"
 )
 
 // multicastControl is the control address of a multicast data group: the
@@ -17,4 +20,58 @@ func multicastControl(data netip.AddrPort) (netip.AddrPort, error) {
 	b[len(b)-1]++
 	a, _ := netip.AddrFromSlice(b)
 	return netip.AddrPortFrom(a, data.Port()), nil
+}
+
+// Multicast NAK timing (aeron_driver_context.c): a receiver with group
+// semantics delays each NAK by a random time in [0, max backoff] drawn
+// from the optimal feedback distribution for a group of the given size,
+// so that one receiver's NAK (and the multicast retransmit) usually
+// spares the others theirs (aeron_loss_detector_nak_multicast_delay_generator).
+const (
+	nakMulticastGroupSizeDefault  = 10         // AERON_NAK_MULTICAST_GROUP_SIZE
+	nakMulticastMaxBackoffDefault = 10_000_000 // AERON_NAK_MULTICAST_MAX_BACKOFF, ns
+)
+
+// optimalDelay is aeron_feedback_delay_state_init's optimal_delay: the
+// constants of delay = T/λ · ln(x · (e^λ − 1) · T/λ), x uniform in
+// [λ/(T(e^λ − 1)), λ/T + λ/(T(e^λ − 1))], λ = ln(group size) + 1.
+type optimalDelay struct {
+	randMax, baseX, constantT, factorT float64
+}
+
+func newOptimalDelay(groupSize int, maxBackoffNs int64) optimalDelay {
+	lambda := math.Log(float64(max(groupSize, 1))) + 1
+	t := float64(maxBackoffNs)
+	return optimalDelay{randMax: lambda / t, baseX: lambda / (t * (math.Exp(lambda) - 1)),
+		constantT: t / lambda, factorT: (math.Exp(lambda) - 1) * (t / lambda)}
+}
+
+// next draws a delay in [0, max backoff] ns.
+func (d optimalDelay) next() int64 {
+	x := rand.Float64()*d.randMax + d.baseX
+	return int64(d.constantT * math.Log(x*d.factorT))
+}
+
+// groupSemantics is the group= rule (aeron_udp_channel's group / infer):
+// true or false as given, and by default (infer) multicast endpoints
+// have group semantics.
+func groupSemantics(u *uri.ChannelURI, multicast bool) bool {
+	if v, ok := u.Get(uri.KeyGroup); ok && v != "infer" {
+		b, _ := uri.ParseBool(v)
+		return b
+	}
+	return multicast
+}
+
+// nakDelay is the loss detector's delay before a NAK (retry: before the
+// next NAK of the same gap): static for unicast (100 µs, then × 100),
+// the optimal random backoff for group semantics.
+func (e *receiveEndpoint) nakDelay(retry bool) int64 {
+	if e.group {
+		return e.multicastDelay.next()
+	}
+	if retry {
+		return nakUnicastDelayNs * nakUnicastRetryRatio
+	}
+	return nakUnicastDelayNs
 }

@@ -19,7 +19,7 @@ var udpSupportedKeys = map[string]bool{
 	uri.KeyTermID: true, uri.KeyTermOffset: true, uri.KeySessionID: true, uri.KeyLinger: true,
 	uri.KeySocketSndbuf: true, uri.KeySocketRcvbuf: true, uri.KeyAlias: true,
 	uri.KeyInterface: true, uri.KeyTTL: true, uri.KeyFlowControl: true, uri.KeyGroupTag: true,
-	uri.KeyReliable: true,
+	uri.KeyReliable: true, uri.KeyGroup: true,
 }
 
 // checkNetworkChannel refuses what the network slice does not do yet.
@@ -147,6 +147,9 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 			pub.close(c)
 			return err
 		}
+		if dest.Addr().IsMulticast() {
+			pub.rtx = newRetransmitHandler(true) // group semantics
+		}
 		c.netPubs = append(c.netPubs, pub)
 		fmt.Fprintf(c.log, "publication %d: session %d stream %d %s from %s\n", pub.regID, pub.sessionID, pub.streamID, dest, t.LocalAddr())
 	}
@@ -181,6 +184,8 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 			return err
 		}
 		e.setReliable(u, c.cfg.Network)
+		e.group = groupSemantics(u, bind.Addr().IsMulticast())
+		e.multicastDelay = newOptimalDelay(c.cfg.Network.NakMulticastGroupSize, c.cfg.Network.NakMulticastMaxBackoff.Nanoseconds())
 		if bind.Addr().IsMulticast() {
 			// status messages and NAKs go to the control group
 			if e.control, err = multicastControl(bind); err != nil {

@@ -44,10 +44,14 @@ type receiveEndpoint struct {
 	// reliable false: gaps are filled with padding, never NAKed
 	// (reliable= or AERON_RELIABLE_STREAM)
 	reliable bool
-	subs     []*subLink
-	images   []*publicationImage
-	c        *conductor
-	recvFn   RecvFunc
+	// group semantics (group=, multicast by default): NAKs after the
+	// optimal multicast backoff instead of the unicast delay
+	group          bool
+	multicastDelay optimalDelay
+	subs           []*subLink
+	images         []*publicationImage
+	c              *conductor
+	recvFn         RecvFunc
 	// setup elicitation: last time an SM with the SETUP flag went to a
 	// session (aeron pending setup entries)
 	pendingSetup map[[2]int32]int64
@@ -441,7 +445,7 @@ func (im *publicationImage) duty(c *conductor) int {
 func (im *publicationImage) onLoss(c *conductor) int {
 	if !im.gapActive || im.gapTermID != im.scanTermID || im.gapOffset != im.scanOffset {
 		im.gapActive, im.gapTermID, im.gapOffset, im.gapLength = true, im.scanTermID, im.scanOffset, im.scanLength
-		im.gapDeadline = c.nowNs + nakUnicastDelayNs
+		im.gapDeadline = c.nowNs + im.e.nakDelay(false)
 		im.reportLoss(c)
 		return 0
 	}
@@ -458,7 +462,7 @@ func (im *publicationImage) onLoss(c *conductor) int {
 	n, _ := nak.Encode(im.ctl[:])
 	im.e.sendTo(im.source, im.ctl[:n])
 	c.sys[sysNaksSent].Add(1)
-	im.gapDeadline = c.nowNs + nakUnicastDelayNs*nakUnicastRetryRatio
+	im.gapDeadline = c.nowNs + im.e.nakDelay(true)
 	return 1
 }
 

@@ -65,16 +65,12 @@ type networkPublication struct {
 	lingerDeadline  int64
 	drainSince      int64
 
-	// unicast retransmit handler: one action, lingering after a resend
-	rtxActive            bool
-	rtxTermID, rtxOffset int32
-	rtxLength            int32
-	rtxLingerDeadline    int64
-	sendBatch            [][]byte
-	ctl                  [protocol.SetupHeaderLength]byte
-	hb                   [protocol.DataHeaderLength]byte
-	recvFn               RecvFunc
-	c                    *conductor
+	rtx       retransmitHandler // one action for unicast; addNetworkPublication gives multicast a pool
+	sendBatch [][]byte
+	ctl       [protocol.SetupHeaderLength]byte
+	hb        [protocol.DataHeaderLength]byte
+	recvFn    RecvFunc
+	c         *conductor
 }
 
 func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamID int32, channel string, exclusive bool,
@@ -91,7 +87,8 @@ func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamI
 		params: params, t: t, dest: dest, log: log, logFile: path, logLength: int64(len(log.Bytes())), termLength: int64(params.termLength),
 		positionBitsToShift: logbuffer.PositionBitsToShift(int32(params.termLength)), initialTermID: rand.Int32(),
 		termWindow: int64(window), pubLmtID: -1, pubPosID: -1, sndPosID: -1, sndLmtID: -1, shouldSendSetup: true, c: c,
-		sendBatch: make([][]byte, 0, maxDatagramsPerSendDuty), fc: &maxFlowControl{multiple: unicastFlowControlRetransmitMultiple}}
+		sendBatch: make([][]byte, 0, maxDatagramsPerSendDuty), fc: &maxFlowControl{multiple: unicastFlowControlRetransmitMultiple},
+		rtx: newRetransmitHandler(false)}
 	p.recvFn = p.onControl
 	if params.hasPosition {
 		p.initialTermID = params.initialTermID
@@ -219,9 +216,7 @@ func (p *networkPublication) send(c *conductor) int {
 	if sent == 0 {
 		p.flowControlIdle(c)
 	}
-	if p.rtxActive && c.nowNs >= p.rtxLingerDeadline {
-		p.rtxActive = false
-	}
+	p.rtx.processTimeouts(c.nowNs)
 	return work
 }
 
@@ -346,18 +341,23 @@ func (p *networkPublication) onControl(_ Transport, buf []byte, from netip.AddrP
 }
 
 // onNak resends the requested range at once, then lingers on it so that
-// duplicate NAKs are absorbed: the unicast retransmit handler has a single
-// action (aeron_retransmit_handler.c with max_retransmits 1).
+// duplicate NAKs are absorbed (aeron_retransmit_handler_on_nak with no
+// retransmit delay; see retransmitHandler).
 func (p *networkPublication) onNak(c *conductor, termID, termOffset, length int32) {
 	if length <= 0 || termOffset < 0 || int64(termOffset) >= p.termLength || termOffset&(logbuffer.FrameAlignment-1) != 0 {
 		return
 	}
-	if p.rtxActive && p.rtxTermID == termID && termOffset < p.rtxOffset+p.rtxLength && p.rtxOffset < termOffset+length {
-		return // overlaps the range resent or lingering
+	a, overflow := p.rtx.claim(termID, termOffset)
+	if a == nil {
+		if overflow {
+			c.sys[sysRetransmitOverflow].Add(1)
+		}
+		return // inside a range resent and lingering, or no action free
 	}
 	pos := logbuffer.ComputePosition(termID, termOffset, p.positionBitsToShift, p.initialTermID)
 	maxMsg := int64(protocol.ComputeMaxMessageLength(int(p.termLength)))
 	if pos >= p.senderPosition || pos < p.senderPosition-p.termLength/2-maxMsg {
+		p.rtx.linger(a, termID, termOffset, 0, c.nowNs) // nothing resent: free at the next timeout pass
 		return
 	}
 	length = int32(min(p.fc.maxRetransmissionLength(int64(termOffset), int64(length), p.termLength, p.receiverWindow(c)), p.senderPosition-pos))
@@ -372,8 +372,7 @@ func (p *networkPublication) onNak(c *conductor, termID, termOffset, length int3
 		c.sys[sysRetransmittedBytes].Add(int64(n))
 		off += n + pad
 	}
-	p.rtxActive, p.rtxTermID, p.rtxOffset, p.rtxLength = true, termID, termOffset, length
-	p.rtxLingerDeadline = c.nowNs + retransmitUnicastLinger
+	p.rtx.linger(a, termID, termOffset, length, c.nowNs+retransmitUnicastLinger)
 	c.sys[sysRetransmitsSent].Add(1)
 }
 
