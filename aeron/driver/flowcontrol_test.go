@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -133,19 +134,24 @@ func TestOptimalMulticastNakDelay(t *testing.T) {
 	// for a group of 10 (about 7.35 ms).
 	mean := sum / 10000
 	require.InDelta(t, 7_350_000, mean, 400_000)
-	e := &receiveEndpoint{multicastDelay: d}
-	require.EqualValues(t, nakUnicastDelayNs, e.nakDelay(false))
-	require.EqualValues(t, nakUnicastDelayNs*nakUnicastRetryRatio, e.nakDelay(true))
-	for _, c := range []struct {
-		ch    string
-		mcast bool
-		want  bool
-	}{{"aeron:udp?endpoint=224.0.1.1:1", true, true}, {"aeron:udp?endpoint=224.0.1.1:1|group=false", true, false},
-		{"aeron:udp?endpoint=127.0.0.1:1|group=true", false, true}, {"aeron:udp?endpoint=127.0.0.1:1|group=infer", false, false}} {
-		u, err := uri.Parse(c.ch)
+	e := &receiveEndpoint{multicastDelay: d, group: -1}
+	im := &publicationImage{e: e}
+	require.EqualValues(t, nakUnicastDelayNs, im.nakDelay(false))
+	require.EqualValues(t, nakUnicastDelayNs*nakUnicastRetryRatio, im.nakDelay(true))
+	require.False(t, e.imageGroup(0), "unicast endpoint, plain SETUP")
+	require.True(t, e.imageGroup(protocol.SetupFlagGroup), "infer: the SETUP's GROUP flag")
+	e.control = netip.MustParseAddrPort("224.0.1.2:40456")
+	require.True(t, e.imageGroup(0), "infer: a multicast endpoint")
+	for ch, want := range map[string]int8{"aeron:udp?endpoint=224.0.1.1:1": -1, "aeron:udp?endpoint=224.0.1.1:1|group=false": 0,
+		"aeron:udp?endpoint=127.0.0.1:1|group=true": 1, "aeron:udp?endpoint=127.0.0.1:1|group=infer": -1} {
+		u, err := uri.Parse(ch)
 		require.NoError(t, err)
-		require.Equal(t, c.want, groupSemantics(u, c.mcast), c.ch)
+		require.Equal(t, want, groupParam(u), ch)
 	}
+	e.group = 0
+	require.False(t, e.imageGroup(protocol.SetupFlagGroup), "group=false wins")
+	im.group = true
+	require.LessOrEqual(t, im.nakDelay(true), int64(10_000_000), "group: the random backoff, retry or not")
 }
 
 func TestRetransmitHandler(t *testing.T) {

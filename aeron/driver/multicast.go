@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/ibgo/ibgo/aeron/cnc"
+	"github.com/ibgo/ibgo/aeron/protocol"
 	"github.com/ibgo/ibgo/aeron/uri"
 )
 
@@ -52,23 +53,35 @@ func (d optimalDelay) next() int64 {
 	return int64(d.constantT * math.Log(x*d.factorT))
 }
 
-// groupSemantics is the group= rule (aeron_udp_channel's group / infer):
-// true or false as given, and by default (infer) multicast endpoints
-// have group semantics.
-func groupSemantics(u *uri.ChannelURI, multicast bool) bool {
-	if v, ok := u.Get(uri.KeyGroup); ok && v != "infer" {
-		b, _ := uri.ParseBool(v)
-		return b
+// groupParam reads group= (aeron_inferable_boolean_t): 1 true, 0 false,
+// -1 infer (the default).
+func groupParam(u *uri.ChannelURI) int8 {
+	v, ok := u.Get(uri.KeyGroup)
+	if !ok || v == "infer" {
+		return -1
 	}
-	return multicast
+	if b, _ := uri.ParseBool(v); b {
+		return 1
+	}
+	return 0
+}
+
+// imageGroup is aeron_driver_conductor_treat_image_as_multicast: group=
+// as given, else (infer) a multicast endpoint or a SETUP with the GROUP
+// flag (a publication with group semantics) makes the image a group one.
+func (e *receiveEndpoint) imageGroup(setupFlags uint8) bool {
+	if e.group >= 0 {
+		return e.group == 1
+	}
+	return e.control.IsValid() || setupFlags&protocol.SetupFlagGroup != 0
 }
 
 // nakDelay is the loss detector's delay before a NAK (retry: before the
 // next NAK of the same gap): static for unicast (100 µs, then × 100),
 // the optimal random backoff for group semantics.
-func (e *receiveEndpoint) nakDelay(retry bool) int64 {
-	if e.group {
-		return e.multicastDelay.next()
+func (im *publicationImage) nakDelay(retry bool) int64 {
+	if im.group {
+		return im.e.multicastDelay.next()
 	}
 	if retry {
 		return nakUnicastDelayNs * nakUnicastRetryRatio

@@ -148,7 +148,11 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 			return err
 		}
 		if dest.Addr().IsMulticast() {
-			pub.rtx = newRetransmitHandler(true) // group semantics
+			pub.rtx = newRetransmitHandler(true) // group semantics, announced in SETUP
+			pub.group = true
+			if v, ok := u.Int(uri.KeyTTL); ok {
+				pub.ttl = int32(v)
+			}
 		}
 		c.netPubs = append(c.netPubs, pub)
 		fmt.Fprintf(c.log, "publication %d: session %d stream %d %s from %s\n", pub.regID, pub.sessionID, pub.streamID, dest, t.LocalAddr())
@@ -184,7 +188,7 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 			return err
 		}
 		e.setReliable(u, c.cfg.Network)
-		e.group = groupSemantics(u, bind.Addr().IsMulticast())
+		e.group = groupParam(u)
 		e.multicastDelay = newOptimalDelay(c.cfg.Network.NakMulticastGroupSize, c.cfg.Network.NakMulticastMaxBackoff.Nanoseconds())
 		if bind.Addr().IsMulticast() {
 			// status messages and NAKs go to the control group

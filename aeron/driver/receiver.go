@@ -46,7 +46,7 @@ type receiveEndpoint struct {
 	reliable bool
 	// group semantics (group=, multicast by default): NAKs after the
 	// optimal multicast backoff instead of the unicast delay
-	group          bool
+	group          int8 // group=: 1 true, 0 false, -1 infer
 	multicastDelay optimalDelay
 	subs           []*subLink
 	images         []*publicationImage
@@ -165,6 +165,7 @@ func (e *receiveEndpoint) onSetup(s *protocol.Setup, from netip.AddrPort) {
 		c.recordError(cnc.ErrorCodeGenericError, fmt.Sprintf("image for session %d stream %d from %s: %v", s.SessionID, s.StreamID, from, err))
 		return
 	}
+	im.group = e.imageGroup(s.Flags)
 	delete(e.pendingSetup, [2]int32{s.SessionID, s.StreamID})
 	e.images = append(e.images, im)
 	for _, sub := range e.subs {
@@ -248,6 +249,7 @@ type publicationImage struct {
 	scanFound              bool
 	onGap                  logbuffer.GapHandler
 	lossEntry              int
+	group                  bool // group semantics: multicast NAK backoff
 	ctl                    [protocol.StatusMessageGroupTagLength]byte
 }
 
@@ -445,7 +447,7 @@ func (im *publicationImage) duty(c *conductor) int {
 func (im *publicationImage) onLoss(c *conductor) int {
 	if !im.gapActive || im.gapTermID != im.scanTermID || im.gapOffset != im.scanOffset {
 		im.gapActive, im.gapTermID, im.gapOffset, im.gapLength = true, im.scanTermID, im.scanOffset, im.scanLength
-		im.gapDeadline = c.nowNs + im.e.nakDelay(false)
+		im.gapDeadline = c.nowNs + im.nakDelay(false)
 		im.reportLoss(c)
 		return 0
 	}
@@ -462,7 +464,7 @@ func (im *publicationImage) onLoss(c *conductor) int {
 	n, _ := nak.Encode(im.ctl[:])
 	im.e.sendTo(im.source, im.ctl[:n])
 	c.sys[sysNaksSent].Add(1)
-	im.gapDeadline = c.nowNs + im.e.nakDelay(true)
+	im.gapDeadline = c.nowNs + im.nakDelay(true)
 	return 1
 }
 

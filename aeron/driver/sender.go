@@ -66,6 +66,8 @@ type networkPublication struct {
 	drainSince      int64
 
 	rtx       retransmitHandler // one action for unicast; addNetworkPublication gives multicast a pool
+	group     bool              // group semantics (multicast): the SETUP says so
+	ttl       int32             // multicast ttl=, in SETUP
 	sendBatch [][]byte
 	ctl       [protocol.SetupHeaderLength]byte
 	hb        [protocol.DataHeaderLength]byte
@@ -224,7 +226,10 @@ func (p *networkPublication) sendSetup(c *conductor) {
 	termID := logbuffer.ComputeTermIDFromPosition(p.senderPosition, p.positionBitsToShift, p.initialTermID)
 	s := protocol.Setup{TermOffset: logbuffer.ComputeTermOffsetFromPosition(p.senderPosition, p.positionBitsToShift),
 		SessionID: p.sessionID, StreamID: p.streamID, InitialTermID: p.initialTermID, ActiveTermID: termID,
-		TermLength: int32(p.termLength), MTU: int32(p.params.mtu), TTL: 0}
+		TermLength: int32(p.termLength), MTU: int32(p.params.mtu), TTL: p.ttl}
+	if p.group {
+		s.Flags = protocol.SetupFlagGroup
+	}
 	n, _ := s.Encode(p.ctl[:])
 	p.sendOne(c, p.ctl[:n])
 	p.setSenderLimit(p.fc.onSetup(c.nowNs, p.senderLimit))
