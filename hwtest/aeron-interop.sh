@@ -279,24 +279,43 @@ mcast_pair() {
 	result "udp multicast $label -n $n -l 256" $([ "$prc" = 0 ] && [ "$rc1" = 0 ] && [ "$RC" = 0 ] && echo 0 || echo 1) \
 		"pub exit $prc, sub exits $rc1 $RC: $(tail -1 "$WORK/sub1-$name.log") / $(tail -1 "$WORK/sub2-$name.log")"
 }
-newdir ibgo-mc1
-bg ibgo-driver-mc1 "$IBGO" driver --dir "$DIR" --dir-delete-on-shutdown
-ID1=$DIR
-IDRIVER1=$LAST
-newdir ibgo-mc2
-bg ibgo-driver-mc2 "$IBGO" driver --dir "$DIR" --dir-delete-on-shutdown
-ID2=$DIR
-IDRIVER2=$LAST
-wait_for "$ID1/cnc.dat" . 20
-wait_for "$ID2/cnc.dat" . 20
-sleep 0.5
-MC="|interface=127.0.0.1"
-mcast_pair mc-c-to-ibgo "aeronmd -> two ibgo drivers" "$CD" "$ID1" "$ID2" \
-	"aeron:udp?endpoint=224.0.1.$((2 * (RANDOM % 100) + 1)):$((20900 + RANDOM % 50))$MC"
-mcast_pair mc-ibgo-to-c "ibgo driver -> aeronmd and ibgo driver" "$ID1" "$CD" "$ID2" \
-	"aeron:udp?endpoint=224.0.2.$((2 * (RANDOM % 100) + 1)):$((20950 + RANDOM % 50))$MC"
-stop "$IDRIVER1"
-stop "$IDRIVER2"
+# Loss 0: the default (max) flow control; loss 5 % (the ibgo drivers drop
+# that much DATA on receive and send): fc=min, which waits for the slowest
+# receiver so that both recover every loss; then tagged flow control with
+# a group of two receivers carrying gtag=5.
+for loss in 0 0.05; do
+	newdir ibgo-mc1
+	AERON_DEBUG_RECEIVE_DATA_LOSS_RATE=$loss AERON_DEBUG_SEND_DATA_LOSS_RATE=$loss \
+		bg ibgo-driver-mc1-$loss "$IBGO" driver --dir "$DIR" --dir-delete-on-shutdown
+	ID1=$DIR
+	IDRIVER1=$LAST
+	newdir ibgo-mc2
+	AERON_DEBUG_RECEIVE_DATA_LOSS_RATE=$loss AERON_DEBUG_DATA_LOSS_SEED=2 \
+		bg ibgo-driver-mc2-$loss "$IBGO" driver --dir "$DIR" --dir-delete-on-shutdown
+	ID2=$DIR
+	IDRIVER2=$LAST
+	wait_for "$ID1/cnc.dat" . 20
+	wait_for "$ID2/cnc.dat" . 20
+	sleep 0.5
+	MC="|interface=127.0.0.1"
+	FC="default max flow control"
+	if [ "$loss" != 0 ]; then
+		MC="$MC|fc=min"
+		FC="fc=min, ibgo drivers drop $loss of DATA"
+	fi
+	mcast_pair mc-c-to-ibgo-$loss "aeronmd -> two ibgo drivers ($FC)" "$CD" "$ID1" "$ID2" \
+		"aeron:udp?endpoint=224.0.1.$((2 * (RANDOM % 100) + 1)):$((20900 + RANDOM % 50))$MC"
+	mcast_pair mc-ibgo-to-c-$loss "ibgo driver -> aeronmd and ibgo driver ($FC)" "$ID1" "$CD" "$ID2" \
+		"aeron:udp?endpoint=224.0.2.$((2 * (RANDOM % 100) + 1)):$((20950 + RANDOM % 50))$MC"
+	if [ "$loss" = 0 ]; then
+		mcast_pair mc-tagged-c-$loss "aeronmd (fc=tagged,g:5/2) -> two ibgo drivers (gtag=5)" "$CD" "$ID1" "$ID2" \
+			"aeron:udp?endpoint=224.0.3.$((2 * (RANDOM % 100) + 1)):$((21000 + RANDOM % 50))|interface=127.0.0.1|fc=tagged,g:5/2|gtag=5"
+		mcast_pair mc-tagged-ibgo-$loss "ibgo driver (fc=tagged,g:5/2) -> aeronmd and ibgo driver (gtag=5)" "$ID1" "$CD" "$ID2" \
+			"aeron:udp?endpoint=224.0.4.$((2 * (RANDOM % 100) + 1)):$((21050 + RANDOM % 50))|interface=127.0.0.1|fc=tagged,g:5/2|gtag=5"
+	fi
+	stop "$IDRIVER1"
+	stop "$IDRIVER2"
+done
 DRIVER=$CDRIVER
 
 stop "$DRIVER"
