@@ -69,6 +69,8 @@ type pending struct {
 	streamID int32
 	channel  string
 	ch       chan result
+	// image handlers of a subscription being added
+	onAvailable, onUnavailable func(*Image)
 }
 
 type result struct {
@@ -232,6 +234,13 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // command sends a command and waits for its answer, at most the driver
 // timeout, or until ctx is done.
 func (c *Client) command(ctx context.Context, kind int32, streamID int32, channel string, encode func(dst []byte, corr int64) []byte) (any, error) {
+	return c.commandWith(ctx, &pending{kind: kind, streamID: streamID, channel: channel}, encode)
+}
+
+// commandWith sends a command whose pending entry p the caller filled in.
+func (c *Client) commandWith(ctx context.Context, p *pending, encode func(dst []byte, corr int64) []byte) (any, error) {
+	kind := p.kind
+	p.ch = make(chan result, 1)
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -243,7 +252,6 @@ func (c *Client) command(ctx context.Context, kind int32, streamID int32, channe
 		return nil, ErrClosed
 	}
 	corr := c.rb.NextCorrelationID()
-	p := &pending{kind: kind, streamID: streamID, channel: channel, ch: make(chan result, 1)}
 	c.pending[corr] = p
 	if err := c.sendLocked(kind, encode(c.buf[:0], corr)); err != nil {
 		delete(c.pending, corr)
@@ -417,6 +425,7 @@ func (c *Client) handleResponse(typeID int32, msg []byte) {
 		}
 		delete(c.pending, corr)
 		s := newSubscription(c, corr, p.streamID, p.channel)
+		s.onAvailable, s.onUnavailable = p.onAvailable, p.onUnavailable
 		c.subs[corr] = s
 		p.ch <- result{obj: s}
 	case cnc.RspOnAvailableImage:
@@ -435,7 +444,9 @@ func (c *Client) handleResponse(typeID int32, msg []byte) {
 			return
 		}
 		s.addImage(img)
-		if c.opts.OnAvailableImage != nil {
+		if s.onAvailable != nil {
+			s.onAvailable(img)
+		} else if c.opts.OnAvailableImage != nil {
 			c.opts.OnAvailableImage(img)
 		}
 	case cnc.RspOnUnavailableImage:
@@ -451,7 +462,9 @@ func (c *Client) handleResponse(typeID int32, msg []byte) {
 		if img := s.removeImage(m.CorrelationID); img != nil {
 			img.closed.Store(true)
 			c.linger(img.log)
-			if c.opts.OnUnavailableImage != nil {
+			if s.onUnavailable != nil {
+				s.onUnavailable(img)
+			} else if c.opts.OnUnavailableImage != nil {
 				c.opts.OnUnavailableImage(img)
 			}
 		}
@@ -548,6 +561,25 @@ func (c *Client) AddSubscription(ctx context.Context, channel string, streamID i
 	return obj.(*Subscription), nil
 }
 
+// AddSubscriptionWithHandlers adds a subscription whose images are
+// announced to onAvailable and onUnavailable instead of the client-wide
+// Options handlers (a nil one falls back to them), as Aeron's
+// addSubscription(channel, streamId, availableImageHandler,
+// unavailableImageHandler) and aeron_async_add_subscription take them. The
+// handlers are attached before the driver answers, so no image of the
+// subscription is missed; they run on the client's conductor goroutine
+// and must not block nor add or remove resources of this client.
+func (c *Client) AddSubscriptionWithHandlers(ctx context.Context, channel string, streamID int32, onAvailable, onUnavailable func(*Image)) (*Subscription, error) {
+	p := &pending{kind: cnc.CmdAddSubscription, streamID: streamID, channel: channel, onAvailable: onAvailable, onUnavailable: onUnavailable}
+	obj, err := c.commandWith(ctx, p, func(dst []byte, corr int64) []byte {
+		return cnc.AppendSubscriptionCommand(dst, cnc.SubscriptionCommand{Correlated: cnc.Correlated{ClientID: c.clientID, CorrelationID: corr}, RegistrationCorrelationID: -1, StreamID: streamID, Channel: channel})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*Subscription), nil
+}
+
 // AddCounter allocates a counter owned by this client.
 func (c *Client) AddCounter(ctx context.Context, typeID int32, key []byte, label string) (*Counter, error) {
 	obj, err := c.command(ctx, cnc.CmdAddCounter, 0, "", func(dst []byte, corr int64) []byte {
@@ -630,4 +662,37 @@ func (c *Client) Close() error {
 	}
 	c.lingering = nil
 	return c.cnc.Close()
+}
+
+// RequestDriverTermination asks the driver in dir to terminate, presenting
+// token to its termination validator (aeron_context_request_driver_termination;
+// Java CommonContext.requestDriverTermination). It needs no connected
+// client. The driver does not answer: a request its validator denies is
+// ignored, so watch the driver's heartbeat to see the outcome.
+func RequestDriverTermination(dir string, token []byte) error {
+	f, err := cnc.OpenFile(cnc.Path(dir), true)
+	if err != nil {
+		return fmt.Errorf("aeron: request driver termination: %w", err)
+	}
+	defer f.Close()
+	rb, err := f.ToDriver()
+	if err != nil {
+		return fmt.Errorf("aeron: request driver termination: %w", err)
+	}
+	clientID := rb.NextCorrelationID()
+	cmd := cnc.AppendTerminateCommand(nil, cnc.TerminateCommand{
+		Correlated: cnc.Correlated{ClientID: clientID, CorrelationID: rb.NextCorrelationID()}, Token: token})
+	if err := rb.Write(cnc.CmdTerminateDriver, cmd); err != nil {
+		return fmt.Errorf("aeron: request driver termination: %w", err)
+	}
+	return nil
+}
+
+// destination sends one of the four destination commands for the
+// resource registered as reg and waits for the driver's answer.
+func (c *Client) destination(ctx context.Context, kind int32, reg int64, channel string) error {
+	_, err := c.command(ctx, kind, 0, channel, func(dst []byte, corr int64) []byte {
+		return cnc.AppendDestinationCommand(dst, cnc.DestinationCommand{Correlated: cnc.Correlated{ClientID: c.clientID, CorrelationID: corr}, RegistrationID: reg, Channel: channel})
+	})
+	return err
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"sync/atomic"
@@ -313,4 +314,17 @@ func (p *Publication) Close() error {
 	c.linger(p.log)
 	c.mu.Unlock()
 	return err
+}
+
+// AddDestination adds a destination (e.g. "aeron:udp?endpoint=host:port")
+// to a publication whose channel has control-mode=manual, and waits for
+// the driver (Publication.addDestination; aeron_publication_async_add_destination).
+// Other channels get the driver's error.
+func (p *Publication) AddDestination(ctx context.Context, endpointChannel string) error {
+	return p.client.destination(ctx, cnc.CmdAddDestination, p.originalRegistrationID, endpointChannel)
+}
+
+// RemoveDestination removes a destination AddDestination added.
+func (p *Publication) RemoveDestination(ctx context.Context, endpointChannel string) error {
+	return p.client.destination(ctx, cnc.CmdRemoveDestination, p.originalRegistrationID, endpointChannel)
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 
@@ -43,6 +44,9 @@ type Subscription struct {
 	images         atomic.Pointer[[]*Image]
 	next           int
 	closed         atomic.Bool
+	// per-subscription image handlers (AddSubscriptionWithHandlers); set
+	// before the subscription is published, read on the conductor goroutine
+	onAvailable, onUnavailable func(*Image)
 }
 
 func newSubscription(c *Client, reg int64, streamID int32, channel string) *Subscription {
@@ -371,4 +375,17 @@ func (a *ControlledFragmentAssembler) onFragment(payload []byte, h *Header) Acti
 	}
 	*buf = (*buf)[:0]
 	return action
+}
+
+// AddDestination adds a receive destination to a subscription whose
+// channel has control-mode=manual (a multi-destination subscription), and
+// waits for the driver (Subscription.addDestination). Other channels get
+// the driver's error.
+func (s *Subscription) AddDestination(ctx context.Context, endpointChannel string) error {
+	return s.client.destination(ctx, cnc.CmdAddRcvDestination, s.registrationID, endpointChannel)
+}
+
+// RemoveDestination removes a receive destination.
+func (s *Subscription) RemoveDestination(ctx context.Context, endpointChannel string) error {
+	return s.client.destination(ctx, cnc.CmdRemoveRcvDestination, s.registrationID, endpointChannel)
 }

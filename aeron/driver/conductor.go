@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/netip"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/uri"
+	"github.com/ibgo/ibgo/internal/sys"
 )
 
 // conductor is the driver conductor agent (aeron_driver_conductor.c): it
@@ -39,15 +42,28 @@ type conductor struct {
 	staticCounters map[[2]int64]int32
 	nextSession    int32
 
-	handler      cnc.MessageHandler
-	buf, keyBuf  []byte
-	nowNs        int64
-	nowMs        int64
-	lastTimerNs  int64
-	lastHbMs     int64
-	rbHead       int64
-	rbHeadSince  int64
-	maxCycleTime int64
+	// the other agents and the queues to them (the C driver's proxies);
+	// fromReceiver carries the receiver's requests to the conductor
+	snd           *sender
+	recv          *receiver
+	senderProxy   *proxy
+	receiverProxy *proxy
+	fromReceiver  *proxy
+	awaiting      []releasable
+	// endpoints closed but not yet released by the receiver, by bind key
+	closingEndpoints map[string]*receiveEndpoint
+	usableSpace      func(dir string) (uint64, error) // sys.UsableSpace; tests replace it
+	validator        func(token []byte) bool          // termination validator
+	cycle            cycleTracker
+
+	handler     cnc.MessageHandler
+	buf, keyBuf []byte
+	nowNs       int64
+	nowMs       int64
+	lastTimerNs int64
+	lastHbMs    int64
+	rbHead      int64
+	rbHeadSince int64
 }
 
 type clientSession struct {
@@ -70,7 +86,13 @@ type subLink struct {
 	channel    string
 	sessionID  int32
 	hasSession bool
-	endpoint   string // the receive endpoint of a network subscription; "" for IPC
+	endpoint   string // the receive endpoint of a network subscription; "" for IPC and spies
+	tether     bool   // tether=, default AERON_TETHER_SUBSCRIPTIONS
+	// aeron-spy: subscriptions read network publications of this
+	// destination and medium
+	spy      bool
+	spyDest  netip.AddrPort
+	spyMedia uri.Media
 }
 
 type counterLink struct {
@@ -103,9 +125,9 @@ func newConductor(cfg Config, f *cnc.File, loss []byte, media mediaRegistry, log
 	if log == nil {
 		log = io.Discard
 	}
-	c := &conductor{cfg: cfg, cnc: f, rb: rb, bc: bc, counters: cm, errLog: el, lossReport: lr, media: media, log: log,
+	c := &conductor{cfg: cfg, cnc: f, rb: rb, bc: bc, counters: cm, errLog: el, lossReport: lr, media: media, log: &syncWriter{w: log},
 		clients: map[int64]*clientSession{}, endpoints: map[string]*receiveEndpoint{}, pubLinks: map[int64]*pubLink{}, subs: map[int64]*subLink{},
-		counterLinks: map[int64]*counterLink{}, staticCounters: map[[2]int64]int32{},
+		counterLinks: map[int64]*counterLink{}, staticCounters: map[[2]int64]int32{}, closingEndpoints: map[string]*receiveEndpoint{},
 		nextSession: rand.Int32(), buf: make([]byte, 0, 1024), keyBuf: make([]byte, 0, cnc.MaxKeyLength)}
 	for i, label := range systemCounterLabels(cfg.ThreadingMode) {
 		id, err := cm.Allocate(cnc.TypeSystem, binary.LittleEndian.AppendUint32(nil, uint32(i)), label)
@@ -117,9 +139,24 @@ func newConductor(cfg Config, f *cnc.File, loss []byte, media mediaRegistry, log
 		cm.SetRegistrationID(id, int64(id))
 		c.sys = append(c.sys, cm.Value(id))
 	}
+	// In SHARED mode one goroutine runs every agent, so a proxy calls the
+	// other agent directly (aeron_driver_sender_proxy.c and friends).
+	direct := cfg.ThreadingMode == Shared
+	c.snd = &sender{cmds: newProxy(direct, c.sys[sysFailedOffersSender]), sys: c.sys,
+		cycle: cycleTracker{maxCtr: c.sys[sysSenderMaxCycleTime], exceeded: c.sys[sysSenderCycleThreshold]}}
+	c.recv = &receiver{cmds: newProxy(direct, c.sys[sysFailedOffersReceiver]), sys: c.sys, c: c,
+		cycle: cycleTracker{maxCtr: c.sys[sysReceiverMaxCycleTime], exceeded: c.sys[sysReceiverCycleThreshold]}}
+	c.fromReceiver = newProxy(direct, c.sys[sysFailedOffersConductor])
+	c.recv.toConductor = c.fromReceiver
+	c.senderProxy, c.receiverProxy = c.snd.cmds, c.recv.cmds
+	c.cycle = cycleTracker{maxCtr: c.sys[sysConductorMaxCycleTime], exceeded: c.sys[sysConductorCycleThreshold]}
 	c.sys[sysAeronVersion].Store(int64(Version))
 	c.sys[sysControlProtocolVersion].Store(int64(ControlProtocolVersion))
 	c.handler = c.onCommand
+	c.usableSpace = sys.UsableSpace
+	// aeron_driver_termination_validator_default_allow / _deny
+	allow := cfg.TerminationValidator == "allow"
+	c.validator = func([]byte) bool { return allow }
 	now := time.Now()
 	c.nowNs, c.nowMs = now.UnixNano(), now.UnixMilli()
 	c.lastTimerNs = c.nowNs
@@ -138,7 +175,9 @@ func (c *conductor) doWork() int {
 		c.rb.SetConsumerHeartbeatTime(c.nowMs)
 		c.lastHbMs = c.nowMs
 	}
-	work, err := c.rb.Read(c.handler, 10)
+	work := c.fromReceiver.drain()
+	n, err := c.rb.Read(c.handler, 10)
+	work += n
 	if err != nil {
 		c.recordError(cnc.ErrorCodeGenericError, "to-driver ring buffer: "+err.Error())
 	}
@@ -155,11 +194,24 @@ func (c *conductor) doWork() int {
 		c.lastTimerNs = c.nowNs
 		work += c.onTimer()
 	}
-	if d := time.Now().UnixNano() - c.nowNs; d > c.maxCycleTime {
-		c.maxCycleTime = d
-		c.sys[sysConductorMaxCycleTime].Store(d)
-		if d > conductorCycleThresholdNs {
-			c.sys[sysConductorCycleThreshold].Add(1)
+	work += c.freeReleased()
+	c.cycle.record(c.nowNs)
+	return work
+}
+
+// awaitRelease frees a resource once the agent that used it let go.
+func (c *conductor) awaitRelease(released *atomic.Bool, free func()) {
+	c.awaiting = append(c.awaiting, releasable{released: released, free: free})
+}
+
+func (c *conductor) freeReleased() int {
+	work := 0
+	for i := 0; i < len(c.awaiting); i++ {
+		if a := c.awaiting[i]; a.released.Load() {
+			a.free()
+			c.awaiting = append(c.awaiting[:i], c.awaiting[i+1:]...)
+			i--
+			work++
 		}
 	}
 	return work
@@ -194,7 +246,18 @@ func (c *conductor) onTimer() int {
 // shutdown releases the publications and clears the driver heartbeat, so
 // clients see the driver gone at once and a new driver may start in the
 // directory without waiting for the driver timeout.
+//
+// It runs once the sender and receiver goroutines have stopped: their
+// queued commands run here first, and then their proxies call them
+// directly, so that everything they hold is released at once.
 func (c *conductor) shutdown() {
+	for _, p := range []*proxy{c.senderProxy, c.receiverProxy} {
+		for p.drain() > 0 {
+		}
+		p.direct = true
+	}
+	for c.fromReceiver.drain() > 0 {
+	}
 	for _, p := range c.pubs {
 		p.close(c)
 	}
@@ -207,6 +270,7 @@ func (c *conductor) shutdown() {
 		e.close(c)
 		delete(c.endpoints, k)
 	}
+	c.freeReleased()
 	c.rb.SetConsumerHeartbeatTime(0)
 }
 
@@ -341,27 +405,25 @@ func (c *conductor) dispatch(typeID int32, msg []byte, hdr cnc.Correlated, cl *c
 		if err != nil {
 			return err
 		}
-		if typeID == cnc.CmdAddRcvDestination || typeID == cnc.CmdRemoveRcvDestination {
-			if _, ok := c.subs[cmd.RegistrationID]; !ok {
-				return fail(cnc.ErrorCodeUnknownSubscription, "unknown subscription: registration_id=%d", cmd.RegistrationID)
-			}
-			return fail(cnc.ErrorCodeInvalidChannel, "destinations are not supported on aeron:ipc subscriptions (multi-destination subscriptions need a network medium)")
-		}
-		if _, ok := c.pubLinks[cmd.RegistrationID]; !ok {
-			return fail(cnc.ErrorCodeUnknownPublication, "unknown publication: registration_id=%d", cmd.RegistrationID)
-		}
-		return fail(cnc.ErrorCodeInvalidChannel, "destinations are not supported on aeron:ipc publications (multi-destination-cast needs a network medium)")
+		return c.onDestination(typeID, cmd)
 	case cnc.CmdRemoveDestinationByID:
 		if len(msg) < 32 {
 			return &cnc.CommandError{TypeID: typeID, Reason: fmt.Sprintf("needs 32 bytes, message has %d", len(msg))}
 		}
-		return fail(cnc.ErrorCodeUnknownPublication, "unknown publication: registration_id=%d", int64(binary.LittleEndian.Uint64(msg[16:])))
+		// aeron_driver_conductor_on_remove_receive_send_destination_by_id
+		reg := int64(binary.LittleEndian.Uint64(msg[16:]))
+		if c.networkPublication(reg) == nil {
+			return fail(cnc.ErrorCodeUnknownPublication, "unknown remove destination, client_id=%d registration_id=%d", hdr.ClientID, reg)
+		}
+		return fail(cnc.ErrorCodeGenericError, "channel does not allow manual control of destinations: %d", reg)
 	case cnc.CmdTerminateDriver:
 		cmd, err := cnc.DecodeTerminateCommand(typeID, msg)
 		if err != nil {
 			return err
 		}
-		if c.cfg.TerminationValidator == "allow" {
+		// aeron_driver_conductor_on_terminate_driver: a denied request
+		// is not answered.
+		if c.validator(cmd.Token) {
 			fmt.Fprintf(c.log, "terminate requested by client %d: allowed\n", hdr.ClientID)
 			c.terminate()
 		} else {
@@ -384,6 +446,59 @@ func (c *conductor) dispatch(typeID int32, msg []byte, hdr cnc.Correlated, cl *c
 		return nil
 	}
 	return fail(cnc.ErrorCodeUnknownCommandTypeID, "command type id 0x%x unknown", typeID)
+}
+
+// onDestination answers the destination commands as the C driver does for
+// channels without manual control of destinations, the only ones this
+// driver's media offer (control-mode=manual is refused when the channel is
+// added): aeron_driver_conductor_on_add_send_destination,
+// on_remove_send_destination and find_mds_subscription. Send destinations
+// are looked up among network publications only, receive destinations
+// among network subscriptions only, so IPC resources are unknown there.
+func (c *conductor) onDestination(typeID int32, cmd cnc.DestinationCommand) error {
+	switch typeID {
+	case cnc.CmdAddDestination, cnc.CmdRemoveDestination:
+		if c.networkPublication(cmd.RegistrationID) == nil {
+			if typeID == cnc.CmdAddDestination {
+				return fail(cnc.ErrorCodeUnknownPublication, "unknown add destination client_id=%d registration_id=%d", cmd.ClientID, cmd.RegistrationID)
+			}
+			return fail(cnc.ErrorCodeUnknownPublication, "unknown remove destination, client_id=%d registration_id=%d", cmd.ClientID, cmd.RegistrationID)
+		}
+		if typeID == cnc.CmdAddDestination {
+			if strings.HasPrefix(cmd.Channel, "aeron-spy:") {
+				return fail(cnc.ErrorCodeInvalidChannel, "Aeron spies are invalid as send destinations: %s", cmd.Channel)
+			}
+			if _, err := uri.Parse(cmd.Channel); err != nil {
+				return fail(cnc.ErrorCodeInvalidChannel, "invalid destination: %v", err)
+			}
+		}
+		return fail(cnc.ErrorCodeGenericError, "channel does not allow manual control of destinations: %s", cmd.Channel)
+	default:
+		s, ok := c.subs[cmd.RegistrationID]
+		if !ok || s.endpoint == "" {
+			return fail(cnc.ErrorCodeUnknownSubscription, "unknown subscription client_id=%d registration_id=%d", cmd.ClientID, cmd.RegistrationID)
+		}
+		return fail(cnc.ErrorCodeInvalidChannel, "channel does not allow manual control")
+	}
+}
+
+// tether is a subscription's tether= or AERON_TETHER_SUBSCRIPTIONS.
+func (c *conductor) tether(u *uri.ChannelURI) bool {
+	if v, ok := u.Bool(uri.KeyTether); ok {
+		return v
+	}
+	return c.cfg.TetherSubscriptions
+}
+
+// networkPublication finds a network publication by its registration id
+// (the correlation id of the command that created it).
+func (c *conductor) networkPublication(regID int64) *networkPublication {
+	for _, p := range c.netPubs {
+		if p.regID == regID && p.state != pubDone {
+			return p
+		}
+	}
+	return nil
 }
 
 // nextSessionID hands out session ids outside the reserved range and not
@@ -436,6 +551,9 @@ func (c *conductor) addPublication(cl *clientSession, cmd cnc.PublicationCommand
 	u, err := c.parseChannel(cmd.Channel)
 	if err != nil {
 		return err
+	}
+	if u.Spy {
+		return fail(cnc.ErrorCodeInvalidChannel, "%s: aeron-spy: channels are for subscriptions only", cmd.Channel)
 	}
 	if u.Media != uri.MediaIPC {
 		return c.addNetworkPublication(cl, cmd, u, exclusive)
@@ -517,7 +635,7 @@ func (c *conductor) unlinkPublication(link *pubLink) {
 }
 
 func (s *subLink) matches(p *ipcPublication) bool {
-	return s.endpoint == "" && p.state == pubActive && p.streamID == s.streamID && (!s.hasSession || s.sessionID == p.sessionID)
+	return s.endpoint == "" && !s.spy && p.state == pubActive && p.streamID == s.streamID && (!s.hasSession || s.sessionID == p.sessionID)
 }
 
 func (c *conductor) addSubscription(cl *clientSession, cmd cnc.SubscriptionCommand) error {
@@ -525,10 +643,13 @@ func (c *conductor) addSubscription(cl *clientSession, cmd cnc.SubscriptionComma
 	if err != nil {
 		return err
 	}
+	if u.Spy {
+		return c.addSpySubscription(cl, cmd, u)
+	}
 	if u.Media != uri.MediaIPC {
 		return c.addNetworkSubscription(cl, cmd, u)
 	}
-	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel}
+	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel, tether: c.tether(u)}
 	if v, ok := u.Int(uri.KeySessionID); ok {
 		s.sessionID, s.hasSession = int32(v), true
 	}
@@ -554,6 +675,12 @@ func (c *conductor) removeSubscription(cmd cnc.RemoveCommand) error {
 
 func (c *conductor) unlinkSubscription(s *subLink) {
 	delete(c.subs, s.regID)
+	if s.spy {
+		for _, p := range c.netPubs {
+			p.removeSpy(c, s)
+		}
+		return
+	}
 	if s.endpoint != "" {
 		c.unlinkNetworkSubscription(s)
 		return

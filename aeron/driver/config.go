@@ -11,10 +11,13 @@ import (
 	"time"
 )
 
-// ThreadingMode is AERON_THREADING_MODE (a plain value). The conductor is
-// the one agent that runs: it also performs the sender and receiver duties
-// of the network media (as SHARED mode does). The mode is recorded (counter
-// labels, printed configuration) for when separate agents exist.
+// ThreadingMode is AERON_THREADING_MODE (a plain value): which of the
+// conductor, sender and receiver agents share a goroutine, and so which
+// idle strategy each runs with. DEDICATED: three goroutines (conductor,
+// sender, receiver idle strategies); SHARED_NETWORK: the conductor on one,
+// sender and receiver on another (AERON_SHAREDNETWORK_IDLE_STRATEGY);
+// SHARED: one goroutine (AERON_SHARED_IDLE_STRATEGY). The C driver's
+// INVOKER mode is not offered.
 type ThreadingMode string
 
 // Threading modes of the C driver (aeronmd.h).
@@ -67,7 +70,11 @@ type Config struct {
 	UntetheredWindowLimit     time.Duration // AERON_UNTETHERED_WINDOW_LIMIT_TIMEOUT
 	UntetheredResting         time.Duration // AERON_UNTETHERED_RESTING_TIMEOUT
 	SpiesSimulateConnection   bool          // AERON_SPIES_SIMULATE_CONNECTION
+	TetherSubscriptions       bool          // AERON_TETHER_SUBSCRIPTIONS: default of a subscription's tether=
 	TerminationValidator      string        // AERON_DRIVER_TERMINATION_VALIDATOR: "deny" (default) or "allow"
+
+	PerformStorageChecks         bool  // AERON_PERFORM_STORAGE_CHECKS: refuse a log the file system has no room for
+	LowFileStoreWarningThreshold int64 // AERON_LOW_FILE_STORE_WARNING_THRESHOLD: warn (error log) at or below this usable space
 
 	Network NetworkConfig // flow control, receiver group tag, reliability (flowcontrol.go)
 }
@@ -123,7 +130,11 @@ func DefaultConfig() Config {
 		UntetheredWindowLimit:     5 * time.Second,
 		UntetheredResting:         10 * time.Second,
 		TerminationValidator:      "deny",
-		Network:                   defaultNetworkConfig(),
+		PerformStorageChecks:      true,
+		TetherSubscriptions:       true,
+		// AERON_LOW_FILE_STORE_WARNING_THRESHOLD_DEFAULT: 160 MiB
+		LowFileStoreWarningThreshold: 160 << 20,
+		Network:                      defaultNetworkConfig(),
 	}
 }
 
@@ -220,7 +231,16 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	dur("AERON_UNTETHERED_WINDOW_LIMIT_TIMEOUT", &c.UntetheredWindowLimit)
 	dur("AERON_UNTETHERED_RESTING_TIMEOUT", &c.UntetheredResting)
 	boolean("AERON_SPIES_SIMULATE_CONNECTION", &c.SpiesSimulateConnection)
+	boolean("AERON_TETHER_SUBSCRIPTIONS", &c.TetherSubscriptions)
 	str("AERON_DRIVER_TERMINATION_VALIDATOR", &c.TerminationValidator)
+	boolean("AERON_PERFORM_STORAGE_CHECKS", &c.PerformStorageChecks)
+	if v := getenv("AERON_LOW_FILE_STORE_WARNING_THRESHOLD"); v != "" {
+		n, err := ParseSize(v)
+		note("AERON_LOW_FILE_STORE_WARNING_THRESHOLD", err)
+		if err == nil {
+			c.LowFileStoreWarningThreshold = n
+		}
+	}
 	if err := c.Network.fromEnv(getenv); err != nil && firstErr == nil {
 		firstErr = err
 	}

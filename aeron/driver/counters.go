@@ -11,6 +11,9 @@ import (
 const (
 	sysBytesSent                 = 0
 	sysBytesReceived             = 1
+	sysFailedOffersReceiver      = 2
+	sysFailedOffersSender        = 3
+	sysFailedOffersConductor     = 4
 	sysNaksSent                  = 5
 	sysNaksReceived              = 6
 	sysStatusMessagesSent        = 7
@@ -27,6 +30,10 @@ const (
 	sysClientTimeouts            = 24
 	sysConductorMaxCycleTime     = 26
 	sysConductorCycleThreshold   = 27
+	sysSenderMaxCycleTime        = 28
+	sysSenderCycleThreshold      = 29
+	sysReceiverMaxCycleTime      = 30
+	sysReceiverCycleThreshold    = 31
 	sysAeronVersion              = 34
 	sysRetransmittedBytes        = 36
 	sysBytesMapped               = 35

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -28,8 +29,9 @@ var ControlProtocolVersion = cnc.ComposeSemanticVersion(1, 0, 0)
 var ErrActiveDriver = errors.New("active driver detected")
 
 // Driver is a running media driver. Start it with Start; Close stops it.
-// Its methods are safe for concurrent use; all driver state is owned by the
-// conductor goroutine.
+// Its methods are safe for concurrent use; the driver state is owned by its
+// agents (conductor, sender, receiver), which run on the goroutines the
+// threading mode gives them.
 type Driver struct {
 	cfg  Config
 	cnc  *cnc.File
@@ -47,9 +49,26 @@ type Driver struct {
 type Option func(*options)
 
 type options struct {
-	media    mediaRegistry
-	log      io.Writer
-	observer func(typeID int32, msg []byte)
+	media       mediaRegistry
+	log         io.Writer
+	observer    func(typeID int32, msg []byte)
+	validator   func(token []byte) bool
+	usableSpace func(dir string) (uint64, error)
+}
+
+// WithTerminationValidator decides TERMINATE_DRIVER commands by their
+// token, in place of the AERON_DRIVER_TERMINATION_VALIDATOR named one (the
+// C driver's aeron_driver_termination_validator_func_t). fn runs on the
+// conductor goroutine; token is only valid during the call.
+func WithTerminationValidator(fn func(token []byte) bool) Option {
+	return func(o *options) { o.validator = fn }
+}
+
+// WithTerminationToken is a validator that terminates the driver only for
+// a command carrying exactly token (compared in constant time).
+func WithTerminationToken(token []byte) Option {
+	t := append([]byte(nil), token...)
+	return WithTerminationValidator(func(got []byte) bool { return subtle.ConstantTimeCompare(got, t) == 1 })
 }
 
 // WithCommandObserver calls fn with every command read from the to-driver
@@ -115,6 +134,12 @@ func Start(cfg Config, opts ...Option) (*Driver, error) {
 	}
 	d := &Driver{cfg: cfg, cnc: f, loss: loss, c: c, stop: make(chan struct{}), done: make(chan struct{})}
 	c.terminate = d.requestStop
+	if o.validator != nil {
+		c.validator = o.validator
+	}
+	if o.usableSpace != nil {
+		c.usableSpace = o.usableSpace
+	}
 	if o.observer != nil {
 		handle := c.handler
 		c.handler = func(typeID int32, msg []byte) {
@@ -161,18 +186,40 @@ func IsDriverActive(dir string, timeout time.Duration) (bool, time.Duration, err
 	return age >= -time.Second && age < timeout, age, nil
 }
 
+// run starts the agents as the threading mode says (aeron_driver_start):
+// DEDICATED runs the conductor, sender and receiver on three goroutines,
+// SHARED_NETWORK the conductor on one and sender and receiver on another,
+// SHARED all three on one. Each goroutine has its idle strategy. When they
+// have all stopped, the conductor releases everything.
 func (d *Driver) run() {
 	defer close(d.done)
-	idle, _ := NewIdleStrategy(d.cfg.ConductorIdle)
-	for {
-		select {
-		case <-d.stop:
-			d.c.shutdown()
-			return
-		default:
-		}
-		idle.Idle(d.c.doWork())
+	c := d.c
+	idle := func(name string) IdleStrategy {
+		s, _ := NewIdleStrategy(name) // Validate checked every name
+		return s
 	}
+	var wg sync.WaitGroup
+	start := func(s IdleStrategy, agents ...agent) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runAgents(d.stop, s, agents...)
+		}()
+	}
+	switch d.cfg.ThreadingMode {
+	case Shared:
+		// aeron_driver_shared_do_work: sender, receiver, conductor
+		start(idle(d.cfg.SharedIdle), c.snd, c.recv, c)
+	case SharedNetwork:
+		start(idle(d.cfg.ConductorIdle), c)
+		start(idle(d.cfg.SharedNetworkIdle), c.snd, c.recv)
+	default:
+		start(idle(d.cfg.ConductorIdle), c)
+		start(idle(d.cfg.SenderIdle), c.snd)
+		start(idle(d.cfg.ReceiverIdle), c.recv)
+	}
+	wg.Wait()
+	c.shutdown()
 }
 
 func (d *Driver) requestStop() { d.stopOnce.Do(func() { close(d.stop) }) }

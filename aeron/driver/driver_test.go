@@ -38,6 +38,20 @@ func TestConfigFromEnv(t *testing.T) {
 	require.Equal(t, Shared, c.ThreadingMode)
 	require.True(t, c.DirDeleteOnStart)
 	require.Equal(t, 2*time.Second, c.DriverTimeout, "milliseconds, as the C driver reads it")
+	env["AERON_THREADING_MODE"] = "shared_network"
+	env["AERON_SHAREDNETWORK_IDLE_STRATEGY"] = "yield"
+	c, err = ConfigFromEnv(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, SharedNetwork, c.ThreadingMode)
+	require.Equal(t, "yield", c.SharedNetworkIdle)
+	env["AERON_THREADING_MODE"] = "invoker"
+	_, err = ConfigFromEnv(func(k string) string { return env[k] })
+	require.ErrorContains(t, err, "AERON_THREADING_MODE")
+	env["AERON_THREADING_MODE"] = "dedicated"
+	env["AERON_SENDER_IDLE_STRATEGY"] = "sleep-ns,abc"
+	_, err = ConfigFromEnv(func(k string) string { return env[k] })
+	require.ErrorContains(t, err, "AERON_SENDER_IDLE_STRATEGY")
+	delete(env, "AERON_SENDER_IDLE_STRATEGY")
 	// Untouched values keep the C driver's defaults.
 	d := DefaultConfig()
 	require.Equal(t, 16<<20, d.TermBufferLength)

@@ -405,22 +405,22 @@ func (f *minFlowControl) close(c *conductor) {
 // flow control strategy moves the sender limit (EOS status messages too:
 // min and tagged drop the receiver), and the publication is connected
 // while the strategy has its required receivers.
-func (p *networkPublication) onStatusMessage(c *conductor, sm *protocol.StatusMessage) {
+func (p *networkPublication) onStatusMessage(c *sender, sm *protocol.StatusMessage) {
 	p.setSenderLimit(p.fc.onStatusMessage(sm, p.senderLimit, p.initialTermID, p.positionBitsToShift, c.nowNs))
 	if sm.Flags&protocol.SMFlagEOS != 0 {
 		return
 	}
-	p.lastSMNs = c.nowNs
+	p.lastSMNs.Store(c.nowNs)
 	p.shouldSendSetup = false
-	p.hasReceivers = true
+	p.hasReceivers.Store(true)
 	p.setConnected(p.fc.hasRequiredReceivers())
 }
 
 // flowControlIdle lets the strategy time receivers out when nothing was
 // sent (the on_idle call of aeron_network_publication_send).
-func (p *networkPublication) flowControlIdle(c *conductor) {
+func (p *networkPublication) flowControlIdle(c *sender) {
 	p.setSenderLimit(p.fc.onIdle(c.nowNs, p.senderLimit, p.senderPosition))
-	if p.connected && !p.fc.hasRequiredReceivers() {
+	if p.connected.Load() && !p.fc.hasRequiredReceivers() {
 		p.setConnected(false)
 	}
 }
@@ -432,18 +432,13 @@ func (p *networkPublication) setSenderLimit(lim int64) {
 	}
 }
 
+// setConnected is aeron_network_publication_update_connected_status (the
+// conductor clears it on the connection timeout).
 func (p *networkPublication) setConnected(v bool) {
-	if p.connected != v {
-		p.connected = v
+	if p.connected.Load() != v {
+		p.connected.Store(v)
 		p.log.Metadata().SetIsConnected(v)
 	}
-}
-
-// receiverWindow is the window the retransmit caps count in: the
-// configured initial receiver window, at most half the term
-// (aeron_receiver_window_length).
-func (p *networkPublication) receiverWindow(c *conductor) int64 {
-	return min(p.termLength/2, int64(c.cfg.InitialWindowLength))
 }
 
 // setGroupTag takes the receiver group tag from gtag= or the driver's

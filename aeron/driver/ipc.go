@@ -26,17 +26,32 @@ const (
 type ipcParams struct {
 	termLength, mtu int
 	linger          int64 // ns
-	sessionID       int32
-	hasSession      bool
-	termLenSet      bool
-	mtuSet          bool
+	// untethered-window-limit-timeout, untethered-linger-timeout (1.53;
+	// defaults to the window limit timeout as 1.48 behaves),
+	// untethered-resting-timeout, in ns
+	untetheredWindowLimit, untetheredLinger, untetheredResting int64
+	sessionID                                                  int32
+	hasSession                                                 bool
+	termLenSet                                                 bool
+	mtuSet                                                     bool
 	// init-term-id, term-id, term-offset: start at a position
 	hasPosition                    bool
 	initialTermID, termID, termOff int32
 }
 
 func parseIPCParams(u *uri.ChannelURI, cfg Config) (ipcParams, error) {
-	p := ipcParams{termLength: cfg.IPCTermBufferLength, mtu: cfg.IPCMTULength, linger: cfg.PublicationLingerTimeout.Nanoseconds()}
+	p := ipcParams{termLength: cfg.IPCTermBufferLength, mtu: cfg.IPCMTULength, linger: cfg.PublicationLingerTimeout.Nanoseconds(),
+		untetheredWindowLimit: cfg.UntetheredWindowLimit.Nanoseconds(), untetheredResting: cfg.UntetheredResting.Nanoseconds()}
+	if v, ok := u.Duration(uri.KeyUntetheredWindowLimitTimeout); ok {
+		p.untetheredWindowLimit = v
+	}
+	p.untetheredLinger = p.untetheredWindowLimit
+	if v, ok := u.Duration(uri.KeyUntetheredLingerTimeout); ok {
+		p.untetheredLinger = v
+	}
+	if v, ok := u.Duration(uri.KeyUntetheredRestingTimeout); ok {
+		p.untetheredResting = v
+	}
 	if v, ok := u.Size(uri.KeyTermLength); ok {
 		p.termLength, p.termLenSet = int(v), true
 	}
@@ -97,13 +112,27 @@ type ipcPublication struct {
 	lastConsumerSince  int64
 	drainPosition      int64
 	lingerDeadline     int64
+	lastTetherCheckNs  int64
 }
 
 type subscriberPosition struct {
 	sub *subLink
 	id  int32
 	pos *atomic.Int64
+	// untethered subscriptions (aeron_tetherable_position_t): state and
+	// when it last changed or, while active, last kept up
+	state        tetherState
+	lastUpdateNs int64
 }
+
+// tetherState is aeron_subscription_tether_state_t.
+type tetherState int
+
+const (
+	tetherActive  tetherState = iota
+	tetherLinger              // set aside: image unavailable to it
+	tetherResting             // not counted; rejoins after the resting timeout
+)
 
 func newIPCPublication(c *conductor, cl *clientSession, regID int64, streamID int32, channel string, exclusive bool, params ipcParams) (*ipcPublication, error) {
 	log, path, err := c.createPublicationLog(regID, params.termLength)
@@ -171,9 +200,62 @@ func (p *ipcPublication) producerPosition() int64 {
 func (p *ipcPublication) joinPosition() int64 {
 	pos := p.consumerPosition
 	for _, sp := range p.subscribers {
-		pos = max(pos, sp.pos.Load())
+		if sp.state != tetherResting {
+			pos = max(pos, sp.pos.Load())
+		}
 	}
 	return pos
+}
+
+// working says some subscriber counts for the limit
+// (aeron_driver_subscribable_has_working_positions).
+func (p *ipcPublication) working() bool {
+	for _, sp := range p.subscribers {
+		if sp.state != tetherResting {
+			return true
+		}
+	}
+	return false
+}
+
+// checkUntethered sets aside an untethered subscriber that fell more than
+// three quarters of the window behind the fastest for the window-limit
+// timeout (ON_UNAVAILABLE_IMAGE), lets it rest, and after the resting
+// timeout brings it back at the join position (ON_AVAILABLE_IMAGE)
+// (aeron_ipc_publication_check_untethered_subscriptions).
+func (p *ipcPublication) checkUntethered(c *conductor) {
+	limit := p.consumerPosition - p.termWindow + p.termWindow/4
+	for _, sp := range p.subscribers {
+		if sp.sub.tether {
+			sp.lastUpdateNs = c.nowNs
+			continue
+		}
+		switch sp.state {
+		case tetherActive:
+			if sp.pos.Load() > limit {
+				sp.lastUpdateNs = c.nowNs
+			} else if c.nowNs > sp.lastUpdateNs+p.params.untetheredWindowLimit {
+				c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
+					CorrelationID: p.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: p.streamID, Channel: sp.sub.channel}))
+				sp.state, sp.lastUpdateNs = tetherLinger, c.nowNs
+				fmt.Fprintf(c.log, "publication %d: untethered subscription %d set aside (linger)\n", p.regID, sp.sub.regID)
+			}
+		case tetherLinger:
+			if c.nowNs > sp.lastUpdateNs+p.params.untetheredLinger {
+				sp.state, sp.lastUpdateNs = tetherResting, c.nowNs
+			}
+		case tetherResting:
+			if c.nowNs > sp.lastUpdateNs+p.params.untetheredResting {
+				join := p.joinPosition()
+				sp.pos.Store(join)
+				c.transmit(cnc.RspOnAvailableImage, cnc.AppendImageReady(c.buf[:0], cnc.ImageReady{
+					CorrelationID: p.regID, SessionID: p.sessionID, StreamID: p.streamID, SubscriptionRegistrationID: sp.sub.regID,
+					SubscriberPositionID: sp.id, LogFile: p.logFile, SourceIdentity: "aeron:ipc"}))
+				sp.state, sp.lastUpdateNs = tetherActive, c.nowNs
+				fmt.Fprintf(c.log, "publication %d: untethered subscription %d rejoins at %d\n", p.regID, sp.sub.regID, join)
+			}
+		}
+	}
 }
 
 func (p *ipcPublication) addSubscriber(c *conductor, s *subLink) {
@@ -187,7 +269,7 @@ func (p *ipcPublication) addSubscriber(c *conductor, s *subLink) {
 	c.counters.SetRegistrationID(id, s.regID)
 	c.counters.SetOwnerID(id, s.client.id)
 	c.counters.SetReferenceID(id, p.regID)
-	sp := &subscriberPosition{sub: s, id: id, pos: c.counters.Value(id)}
+	sp := &subscriberPosition{sub: s, id: id, pos: c.counters.Value(id), lastUpdateNs: c.nowNs}
 	sp.pos.Store(join)
 	p.subscribers = append(p.subscribers, sp)
 	p.log.Metadata().SetIsConnected(true)
@@ -226,9 +308,16 @@ func (p *ipcPublication) update(c *conductor) int {
 	work := 0
 	producer := p.producerPosition()
 	p.pubPos.Store(producer)
-	if len(p.subscribers) > 0 {
+	if p.state == pubActive && c.nowNs-p.lastTetherCheckNs >= c.cfg.TimerInterval.Nanoseconds() {
+		p.lastTetherCheckNs = c.nowNs
+		p.checkUntethered(c)
+	}
+	if p.working() {
 		minPos, maxPos := int64(math.MaxInt64), p.consumerPosition
 		for _, sp := range p.subscribers {
+			if sp.state == tetherResting {
+				continue
+			}
 			v := sp.pos.Load()
 			minPos, maxPos = min(minPos, v), max(maxPos, v)
 		}
@@ -327,7 +416,7 @@ func (p *ipcPublication) startDraining(c *conductor) {
 func (p *ipcPublication) drained(c *conductor) bool {
 	producer := p.producerPosition()
 	for _, sp := range p.subscribers {
-		if sp.pos.Load() < producer {
+		if sp.state == tetherActive && sp.pos.Load() < producer {
 			return c.nowNs-p.lastConsumerSince > c.cfg.PublicationUnblockTimeout.Nanoseconds()
 		}
 	}
@@ -338,8 +427,10 @@ func (p *ipcPublication) drained(c *conductor) bool {
 // (ON_UNAVAILABLE_IMAGE) and frees their positions.
 func (p *ipcPublication) endImages(c *conductor) {
 	for _, sp := range p.subscribers {
-		c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
-			CorrelationID: p.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: p.streamID, Channel: sp.sub.channel}))
+		if sp.state == tetherActive { // set-aside subscribers were told already
+			c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
+				CorrelationID: p.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: p.streamID, Channel: sp.sub.channel}))
+		}
 		_ = c.counters.Free(sp.id)
 	}
 	p.subscribers = nil
@@ -354,15 +445,17 @@ func (p *ipcPublication) close(c *conductor) {
 	if p.subscribers != nil {
 		p.endImages(c)
 	}
-	for _, id := range []int32{p.pubLmtID, p.pubPosID} {
-		if id >= 0 {
-			_ = c.counters.Free(id)
-		}
-	}
+	// The log goes before the counters, so that whoever sees the counters
+	// freed finds the file gone and the mapped bytes down too.
 	if p.log != nil {
 		c.sys[sysBytesMapped].Add(-p.logLength)
 		_ = p.log.Close()
 		_ = os.Remove(p.logFile)
+	}
+	for _, id := range []int32{p.pubLmtID, p.pubPosID} {
+		if id >= 0 {
+			_ = c.counters.Free(id)
+		}
 	}
 	p.state = pubDone
 }

@@ -24,9 +24,6 @@ var udpSupportedKeys = map[string]bool{
 
 // checkNetworkChannel refuses what the network slice does not do yet.
 func checkNetworkChannel(u *uri.ChannelURI, channel string) error {
-	if u.Spy {
-		return fail(cnc.ErrorCodeInvalidChannel, "%s: aeron-spy subscriptions to network publications are not supported yet", channel)
-	}
 	for _, p := range u.Params {
 		if !udpSupportedKeys[p.Key] {
 			return fail(cnc.ErrorCodeInvalidChannel, "%s: parameter '%s' is not supported on aeron:%s by this driver yet", channel, p.Key, u.Media)
@@ -154,7 +151,19 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 				pub.ttl = int32(v)
 			}
 		}
+		pub.rcvWindow = min(int64(params.termLength)/2, int64(c.cfg.InitialWindowLength))
 		c.netPubs = append(c.netPubs, pub)
+		pub.media = u.Media
+		pub.handed = true
+		snd := c.snd
+		c.senderProxy.offer(func() { snd.onAddPublication(pub) })
+		defer func() {
+			for _, s := range c.subs {
+				if s.spies(pub) {
+					pub.addSpy(c, s)
+				}
+			}
+		}()
 		fmt.Fprintf(c.log, "publication %d: session %d stream %d %s from %s\n", pub.regID, pub.sessionID, pub.streamID, dest, t.LocalAddr())
 	}
 	pub.refCount++
@@ -169,6 +178,36 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 	return nil
 }
 
+// addSpySubscription links an aeron-spy: subscription to every network
+// publication of its channel and stream (aeron_driver_conductor_on_add_spy_subscription):
+// the spy reads the publication's own log, joining at the sender position.
+func (c *conductor) addSpySubscription(cl *clientSession, cmd cnc.SubscriptionCommand, u *uri.ChannelURI) error {
+	dest, err := resolveEndpoint(u)
+	if err != nil {
+		return err
+	}
+	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel, spy: true, spyDest: dest, spyMedia: u.Media}
+	if v, ok := u.Int(uri.KeySessionID); ok {
+		s.sessionID, s.hasSession = int32(v), true
+	}
+	c.subs[s.regID] = s
+	c.transmit(cnc.RspOnSubscriptionReady, cnc.AppendIDAndCounter(c.buf[:0], cmd.CorrelationID, channelStatusNotAllocated))
+	for _, p := range c.netPubs {
+		if s.spies(p) {
+			p.addSpy(c, s)
+		}
+	}
+	return nil
+}
+
+// spies says whether spy subscription s reads publication p
+// (aeron_driver_conductor_spy_subscription_link_matches: same channel and
+// stream, session if given; only publications still accepting).
+func (s *subLink) spies(p *networkPublication) bool {
+	return s.spy && p.state == pubActive && p.streamID == s.streamID && p.dest == s.spyDest && p.media == s.spyMedia &&
+		(!s.hasSession || s.sessionID == p.sessionID)
+}
+
 func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.SubscriptionCommand, u *uri.ChannelURI) error {
 	bind, err := resolveEndpoint(u)
 	if err != nil {
@@ -177,12 +216,13 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 	key := bind.String()
 	e, ok := c.endpoints[key]
 	if !ok {
+		c.awaitEndpointClosed(key)
 		med, _ := c.media.lookup(u.Media)
 		t, err := med.Open(u, bind, netip.AddrPort{}, c.transportParams(u, c.cfg.MTULength), AffinityReceiver)
 		if err != nil {
 			return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
 		}
-		e = newReceiveEndpoint(c, key, t)
+		e = newReceiveEndpoint(key, t)
 		if err := e.setGroupTag(u, c.cfg.Network); err != nil {
 			_ = t.Close()
 			return err
@@ -198,6 +238,8 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 			}
 		}
 		c.endpoints[key] = e
+		r := c.recv
+		c.receiverProxy.offer(func() { r.onAddEndpoint(e) })
 	} else if err := e.checkReliable(u, c.cfg.Network, cmd.Channel); err != nil {
 		return err
 	}
@@ -207,6 +249,8 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 	}
 	c.subs[s.regID] = s
 	e.subs = append(e.subs, s)
+	r := c.recv
+	c.receiverProxy.offer(func() { r.onAddSubscription(e, s) })
 	c.transmit(cnc.RspOnSubscriptionReady, cnc.AppendIDAndCounter(c.buf[:0], cmd.CorrelationID, channelStatusNotAllocated))
 	for _, im := range e.images {
 		if im.state == imageActive && im.streamID == s.streamID && (!s.hasSession || s.sessionID == im.sessionID) {
@@ -227,12 +271,14 @@ func (c *conductor) unlinkNetworkSubscription(s *subLink) {
 			break
 		}
 	}
+	r := c.recv
+	c.receiverProxy.offer(func() { r.onRemoveSubscription(e, s) })
 	for _, im := range e.images {
 		im.removeSubscriber(c, s)
 		// An image nobody wants any more goes now rather than at the
 		// liveness timeout; a new subscription gets a fresh one from the
 		// next SETUP it elicits.
-		if len(im.subscribers) == 0 && !e.interested(im.streamID, im.sessionID) {
+		if len(im.subscribers) == 0 && !e.conductorInterested(im.streamID, im.sessionID) {
 			im.close(c)
 		}
 	}
@@ -242,7 +288,9 @@ func (c *conductor) unlinkNetworkSubscription(s *subLink) {
 	}
 }
 
-// networkWork is the sender and receiver duty, run in the conductor loop.
+// networkWork is the conductor's duty over network publications and
+// images: limits, rebuild tracking, timers and lifecycles. Sending and
+// receiving are the sender's and receiver's.
 func (c *conductor) networkWork() int {
 	work := 0
 	for i := 0; i < len(c.netPubs); i++ {
@@ -254,7 +302,29 @@ func (c *conductor) networkWork() int {
 		}
 	}
 	for _, e := range c.endpoints {
-		work += e.poll(c)
+		for i := 0; i < len(e.images); i++ {
+			im := e.images[i]
+			work += im.trackRebuild(c)
+			if im.state == imageDone {
+				e.images = append(e.images[:i], e.images[i+1:]...)
+				i--
+			}
+		}
 	}
 	return work
+}
+
+// awaitEndpointClosed waits, briefly, for the receiver to close a
+// transport bound to key that the conductor closed just before, so that a
+// new subscription can bind the same address again.
+func (c *conductor) awaitEndpointClosed(key string) {
+	e, ok := c.closingEndpoints[key]
+	if !ok {
+		return
+	}
+	delete(c.closingEndpoints, key)
+	deadline := time.Now().Add(time.Second)
+	for !e.released.Load() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Microsecond)
+	}
 }

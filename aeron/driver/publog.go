@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,9 @@ import (
 // not take the page faults).
 func (c *conductor) createPublicationLog(regID int64, termLength int) (*logbuffer.LogBuffer, string, error) {
 	path := filepath.Join(c.cfg.Dir, "publications", strconv.FormatInt(regID, 10)+".logbuffer")
+	if err := c.checkStorage(termLength); err != nil {
+		return nil, "", err
+	}
 	log, err := logbuffer.Create(path, int32(termLength), int32(c.cfg.FilePageSize))
 	if err != nil {
 		return nil, "", fail(cnc.ErrorCodeStorageSpace, "cannot create log %s: %v", path, err)
@@ -26,6 +30,29 @@ func (c *conductor) createPublicationLog(regID int64, termLength int) (*logbuffe
 		}
 	}
 	return log, path, nil
+}
+
+// checkStorage refuses a new log the file system of the Aeron directory
+// has no room for, with STORAGE_SPACE, and records a warning in the error
+// log when the usable space is at or below the warning threshold
+// (aeron_driver_context_run_storage_checks). Where the usable space cannot
+// be measured (not Linux) there is no check.
+func (c *conductor) checkStorage(termLength int) error {
+	if !c.cfg.PerformStorageChecks {
+		return nil
+	}
+	usable, err := c.usableSpace(c.cfg.Dir)
+	if err != nil {
+		return nil
+	}
+	logLength := uint64(logbuffer.ComputeLogLength(int64(termLength), int64(c.cfg.FilePageSize)))
+	if usable < logLength {
+		return fail(cnc.ErrorCodeStorageSpace, "insufficient usable storage for new log of length=%d usable=%d in %s", logLength, usable, c.cfg.Dir)
+	}
+	if int64(usable) <= c.cfg.LowFileStoreWarningThreshold {
+		c.recordError(cnc.ErrorCodeStorageSpace, fmt.Sprintf("WARNING: space is running low: threshold=%d usable=%d in %s", c.cfg.LowFileStoreWarningThreshold, usable, c.cfg.Dir))
+	}
+	return nil
 }
 
 // initPublicationMetadata fills a new publication log's metadata as the C
@@ -40,8 +67,8 @@ func (c *conductor) initPublicationMetadata(m *logbuffer.Metadata, regID int64, 
 	m.SetMTULength(int32(params.mtu))
 	m.SetPublicationWindowLength(int32(termWindow))
 	m.SetLingerTimeoutNs(params.linger)
-	m.SetUntetheredWindowLimitTimeoutNs(c.cfg.UntetheredWindowLimit.Nanoseconds())
-	m.SetUntetheredRestingTimeoutNs(c.cfg.UntetheredResting.Nanoseconds())
+	m.SetUntetheredWindowLimitTimeoutNs(params.untetheredWindowLimit)
+	m.SetUntetheredRestingTimeoutNs(params.untetheredResting)
 	m.SetSignalEOS(true)
 	m.SetTether(true)
 	m.SetSparse(c.cfg.TermBufferSparseFile)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/logbuffer"
@@ -28,44 +29,156 @@ const (
 
 // receiveEndpoint is a bound receive socket shared by the subscriptions of
 // one unicast endpoint (aeron_receive_channel_endpoint.c) and the images
-// of the sessions arriving on it. Owned by the conductor goroutine, which
-// runs the receiver duty.
+// of the sessions arriving on it. The conductor creates and closes it and
+// keeps the subscriptions and images it owns (subs, images); the receiver
+// agent reads its transport and keeps its own view (rsubs, rimages), which
+// the conductor changes only through the receiver's command queue.
 type receiveEndpoint struct {
 	key string // canonical bind address
 	t   Transport
+
+	// fixed by the conductor before the receiver gets the endpoint:
 	// control is where a multicast endpoint sends status messages and
-	// NAKs (the control group); invalid for unicast, which answers the
-	// source of the data.
-	control netip.AddrPort
-	// groupTag goes into every status message when hasGroupTag (gtag=
-	// or AERON_RECEIVER_GROUP_TAG), for tagged flow control.
-	groupTag    int64
-	hasGroupTag bool
-	// reliable false: gaps are filled with padding, never NAKed
-	// (reliable= or AERON_RELIABLE_STREAM)
-	reliable bool
-	// group semantics (group=, multicast by default): NAKs after the
-	// optimal multicast backoff instead of the unicast delay
-	group          int8 // group=: 1 true, 0 false, -1 infer
+	// NAKs (the control group; invalid for unicast, which answers the
+	// source of the data); groupTag goes into every status message when
+	// hasGroupTag (gtag= or AERON_RECEIVER_GROUP_TAG), for tagged flow
+	// control; reliable false fills gaps with padding instead of NAKing
+	// them (reliable=, AERON_RELIABLE_STREAM); group is group= (1 true,
+	// 0 false, -1 infer) and multicastDelay the NAK backoff of images
+	// with group semantics.
+	control        netip.AddrPort
+	groupTag       int64
+	hasGroupTag    bool
+	reliable       bool
+	group          int8
 	multicastDelay optimalDelay
-	subs           []*subLink
-	images         []*publicationImage
-	c              *conductor
-	recvFn         RecvFunc
+
+	// conductor
+	subs   []*subLink
+	images []*publicationImage
+	closed bool
+
+	// receiver; of a subLink the receiver reads only the fields fixed at
+	// creation (streamID, sessionID, hasSession)
+	rsubs   []*subLink
+	rimages []*publicationImage
+	recvFn  RecvFunc
+	r       *receiver
 	// setup elicitation: last time an SM with the SETUP flag went to a
 	// session (aeron pending setup entries)
 	pendingSetup map[[2]int32]int64
-	ctl          [protocol.NakHeaderLength + 16]byte
-	batch        [][]byte
+	// image creation asked of the conductor, and when
+	creating map[[2]int32]int64
+	ctl      [protocol.NakHeaderLength + 16]byte
+	batch    [][]byte
+
+	released atomic.Bool // the receiver dropped the endpoint and closed t
 }
 
-func newReceiveEndpoint(c *conductor, key string, t Transport) *receiveEndpoint {
-	e := &receiveEndpoint{key: key, t: t, c: c, pendingSetup: map[[2]int32]int64{}, batch: make([][]byte, 1)}
+func newReceiveEndpoint(key string, t Transport) *receiveEndpoint {
+	e := &receiveEndpoint{key: key, t: t, pendingSetup: map[[2]int32]int64{}, creating: map[[2]int32]int64{}, batch: make([][]byte, 1)}
 	e.recvFn = e.onDatagram
 	return e
 }
 
+// receiver is the receiver agent (aeron_driver_receiver.c): it reads the
+// endpoints' datagrams into images and sends the status messages and NAKs
+// the conductor schedules. Owned by the goroutine that runs it.
+type receiver struct {
+	cmds        *proxy
+	toConductor *proxy
+	c           *conductor // target of toConductor commands only
+	endpoints   []*receiveEndpoint
+	sys         []*atomic.Int64
+	nowNs       int64
+	cycle       cycleTracker
+}
+
+// doWork is one receiver duty cycle (aeron_driver_receiver_do_work).
+func (r *receiver) doWork() int {
+	r.nowNs = time.Now().UnixNano()
+	work := r.cmds.drain()
+	for _, e := range r.endpoints {
+		work += e.poll(r)
+	}
+	r.cycle.record(r.nowNs)
+	return work
+}
+
+func (r *receiver) onAddEndpoint(e *receiveEndpoint) {
+	e.r = r
+	r.endpoints = append(r.endpoints, e)
+}
+
+// onRemoveEndpoint drops the endpoint and closes its transport; the
+// conductor has removed its images before (commands run in order).
+func (r *receiver) onRemoveEndpoint(e *receiveEndpoint) {
+	for i, x := range r.endpoints {
+		if x == e {
+			r.endpoints = append(r.endpoints[:i], r.endpoints[i+1:]...)
+			break
+		}
+	}
+	for _, im := range e.rimages {
+		im.released.Store(true)
+	}
+	e.rimages = nil
+	_ = e.t.Close()
+	e.released.Store(true)
+}
+
+func (r *receiver) onAddSubscription(e *receiveEndpoint, s *subLink) {
+	e.rsubs = append(e.rsubs, s)
+}
+
+func (r *receiver) onRemoveSubscription(e *receiveEndpoint, s *subLink) {
+	for i, x := range e.rsubs {
+		if x == s {
+			e.rsubs = append(e.rsubs[:i], e.rsubs[i+1:]...)
+			return
+		}
+	}
+}
+
+// onAddImage starts receiving into a new image and answers its SETUP with
+// the status message the conductor scheduled: this is what connects the
+// publication.
+func (r *receiver) onAddImage(e *receiveEndpoint, im *publicationImage) {
+	delete(e.creating, [2]int32{im.sessionID, im.streamID})
+	delete(e.pendingSetup, [2]int32{im.sessionID, im.streamID})
+	e.rimages = append(e.rimages, im)
+	im.sendPending(r)
+}
+
+// onRemoveImage stops receiving into the image and tells the sender this
+// receiver is going away (an SM with the EOS flag).
+func (r *receiver) onRemoveImage(e *receiveEndpoint, im *publicationImage) {
+	for i, x := range e.rimages {
+		if x == im {
+			e.rimages = append(e.rimages[:i], e.rimages[i+1:]...)
+			sm := protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: protocol.SMFlagEOS}, SessionID: im.sessionID, StreamID: im.streamID,
+				ReceiverID: im.receiverID, GroupTag: e.groupTag, HasGroupTag: e.hasGroupTag}
+			n, _ := sm.Encode(im.ctl[:])
+			e.sendTo(r, im.source, im.ctl[:n])
+			break
+		}
+	}
+	im.released.Store(true)
+}
+
+// interested is the receiver's view: a subscription wants this stream and
+// session.
 func (e *receiveEndpoint) interested(streamID, sessionID int32) bool {
+	for _, s := range e.rsubs {
+		if s.streamID == streamID && (!s.hasSession || s.sessionID == sessionID) {
+			return true
+		}
+	}
+	return false
+}
+
+// conductorInterested is the same question over the conductor's list.
+func (e *receiveEndpoint) conductorInterested(streamID, sessionID int32) bool {
 	for _, s := range e.subs {
 		if s.streamID == streamID && (!s.hasSession || s.sessionID == sessionID) {
 			return true
@@ -75,21 +188,21 @@ func (e *receiveEndpoint) interested(streamID, sessionID int32) bool {
 }
 
 func (e *receiveEndpoint) image(sessionID, streamID int32) *publicationImage {
-	for _, im := range e.images {
-		if im.sessionID == sessionID && im.streamID == streamID && im.state == imageActive {
+	for _, im := range e.rimages {
+		if im.sessionID == sessionID && im.streamID == streamID {
 			return im
 		}
 	}
 	return nil
 }
 
-func (e *receiveEndpoint) sendTo(dest netip.AddrPort, b []byte) {
+func (e *receiveEndpoint) sendTo(r *receiver, dest netip.AddrPort, b []byte) {
 	if e.control.IsValid() {
 		dest = e.control
 	}
 	e.batch[0] = b
 	if _, err := e.t.Send(dest, e.batch); err != nil {
-		e.c.sys[sysErrors].Add(1)
+		r.sys[sysErrors].Add(1)
 	}
 	e.batch[0] = nil
 }
@@ -98,18 +211,18 @@ func (e *receiveEndpoint) sendTo(dest netip.AddrPort, b []byte) {
 // aeron_data_packet_dispatcher): anything malformed is dropped and counted
 // as an invalid packet.
 func (e *receiveEndpoint) onDatagram(_ Transport, buf []byte, from netip.AddrPort, _ int64) {
-	c := e.c
-	c.sys[sysBytesReceived].Add(int64(len(buf)))
+	r := e.r
+	r.sys[sysBytesReceived].Add(int64(len(buf)))
 	f, err := protocol.NextFrame(buf, 0)
 	if err != nil {
-		c.sys[sysInvalidPackets].Add(1)
+		r.sys[sysInvalidPackets].Add(1)
 		return
 	}
 	switch f.Header.Type {
 	case protocol.TypeData, protocol.TypePad:
 		var h protocol.DataHeader
 		if h.Decode(buf) != nil || (f.Header.FrameLength != 0 && len(buf)&(logbuffer.FrameAlignment-1) != 0 && len(buf) != int(f.Header.FrameLength)) {
-			c.sys[sysInvalidPackets].Add(1)
+			r.sys[sysInvalidPackets].Add(1)
 			return
 		}
 		im := e.image(h.SessionID, h.StreamID)
@@ -119,11 +232,11 @@ func (e *receiveEndpoint) onDatagram(_ Transport, buf []byte, from netip.AddrPor
 			}
 			return
 		}
-		im.onData(c, &h, buf, from)
+		im.onData(r, &h, buf, from)
 	case protocol.TypeSetup:
 		var s protocol.Setup
 		if s.Decode(buf) != nil {
-			c.sys[sysInvalidPackets].Add(1)
+			r.sys[sysInvalidPackets].Add(1)
 			return
 		}
 		e.onSetup(&s, from)
@@ -131,72 +244,108 @@ func (e *receiveEndpoint) onDatagram(_ Transport, buf []byte, from netip.AddrPor
 		// RTT measurement is only requested by congestion control (cc=cubic),
 		// which ibgo does not offer yet; replies are ignored.
 	default:
-		c.sys[sysInvalidPackets].Add(1)
+		r.sys[sysInvalidPackets].Add(1)
 	}
 }
 
 func (e *receiveEndpoint) elicitSetup(sessionID, streamID int32, from netip.AddrPort) {
+	r := e.r
 	k := [2]int32{sessionID, streamID}
-	if last, ok := e.pendingSetup[k]; ok && e.c.nowNs-last < pendingSetupTimeoutNs/10 {
+	if last, ok := e.pendingSetup[k]; ok && r.nowNs-last < pendingSetupTimeoutNs/10 {
 		return
 	}
 	if len(e.pendingSetup) >= maxPendingSetupEndpoints {
 		clear(e.pendingSetup)
 	}
-	e.pendingSetup[k] = e.c.nowNs
+	e.pendingSetup[k] = r.nowNs
 	sm := protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: protocol.SMFlagSetup}, SessionID: sessionID, StreamID: streamID}
 	n, _ := sm.Encode(e.ctl[:])
-	e.sendTo(from, e.ctl[:n])
-	e.c.sys[sysStatusMessagesSent].Add(1)
+	e.sendTo(r, from, e.ctl[:n])
+	r.sys[sysStatusMessagesSent].Add(1)
 }
 
+// onSetup asks the conductor for an image of a new session
+// (aeron_driver_conductor_proxy_on_create_publication_image_cmd), once per
+// pending-setup timeout while the request is outstanding.
 func (e *receiveEndpoint) onSetup(s *protocol.Setup, from netip.AddrPort) {
-	c := e.c
+	r := e.r
 	if e.image(s.SessionID, s.StreamID) != nil || !e.interested(s.StreamID, s.SessionID) {
 		return
 	}
 	if logbuffer.CheckTermLength(int64(s.TermLength)) != nil || s.MTU < protocol.DataHeaderLength || s.MTU > 65504 ||
 		s.TermOffset < 0 || s.TermOffset > s.TermLength || s.TermOffset&(logbuffer.FrameAlignment-1) != 0 {
-		c.sys[sysInvalidPackets].Add(1)
+		r.sys[sysInvalidPackets].Add(1)
 		return
+	}
+	k := [2]int32{s.SessionID, s.StreamID}
+	if at, ok := e.creating[k]; ok && r.nowNs-at < pendingSetupTimeoutNs {
+		return
+	}
+	if len(e.creating) >= maxPendingSetupEndpoints {
+		clear(e.creating)
+	}
+	e.creating[k] = r.nowNs
+	setup, c := *s, r.c
+	r.toConductor.offer(func() { c.onCreateImage(e, &setup, from) })
+}
+
+// poll is the receiver duty for the endpoint: read datagrams, then send
+// what the conductor scheduled for each image.
+func (e *receiveEndpoint) poll(r *receiver) int {
+	work, _ := e.t.Recv(receivePollPerDuty, e.recvFn)
+	for _, im := range e.rimages {
+		work += im.sendPending(r)
+	}
+	return work
+}
+
+// onCreateImage is the conductor's side of a SETUP for a new session
+// (aeron_driver_conductor_on_create_publication_image): map the log,
+// allocate the counters, tell the subscribers, hand the image to the
+// receiver.
+func (c *conductor) onCreateImage(e *receiveEndpoint, s *protocol.Setup, from netip.AddrPort) {
+	if e.closed || !e.conductorInterested(s.StreamID, s.SessionID) {
+		return
+	}
+	for _, im := range e.images {
+		if im.state == imageActive && im.sessionID == s.SessionID && im.streamID == s.StreamID {
+			return
+		}
 	}
 	im, err := newPublicationImage(c, e, s, from)
 	if err != nil {
 		c.recordError(cnc.ErrorCodeGenericError, fmt.Sprintf("image for session %d stream %d from %s: %v", s.SessionID, s.StreamID, from, err))
 		return
 	}
-	im.group = e.imageGroup(s.Flags)
-	delete(e.pendingSetup, [2]int32{s.SessionID, s.StreamID})
 	e.images = append(e.images, im)
 	for _, sub := range e.subs {
 		if sub.streamID == s.StreamID && (!sub.hasSession || sub.sessionID == s.SessionID) {
 			im.addSubscriber(c, sub)
 		}
 	}
-	im.sendStatus(c) // answer at once: this is what connects the publication
+	im.handed = true
+	r := c.recv
+	c.receiverProxy.offer(func() { r.onAddImage(e, im) })
 }
 
-// poll is the receiver duty for the endpoint: read datagrams, then per
-// image the loss detector, status messages and liveness.
-func (e *receiveEndpoint) poll(c *conductor) int {
-	work, _ := e.t.Recv(receivePollPerDuty, e.recvFn)
-	for i := 0; i < len(e.images); i++ {
-		im := e.images[i]
-		work += im.duty(c)
-		if im.state == imageDone {
-			e.images = append(e.images[:i], e.images[i+1:]...)
-			i--
-		}
-	}
-	return work
-}
-
+// close takes the endpoint's images away and has the receiver drop it.
 func (e *receiveEndpoint) close(c *conductor) {
+	if e.closed {
+		return
+	}
+	e.closed = true
 	for _, im := range e.images {
 		im.close(c)
 	}
 	e.images = nil
-	_ = e.t.Close()
+	r := c.recv
+	c.receiverProxy.offer(func() { r.onRemoveEndpoint(e) })
+	c.closingEndpoints[e.key] = e
+	c.awaitRelease(&e.released, func() {
+		if c.closingEndpoints[e.key] == e {
+			delete(c.closingEndpoints, e.key)
+		}
+	})
 }
 
 type imageState int
@@ -208,13 +357,14 @@ const (
 
 // publicationImage is the receiving side of one remote publication
 // (aeron_publication_image.c): the rebuilt log, rcv-hwm and rcv-pos, the
-// subscriber positions, the loss detector and the status messages.
+// subscriber positions, the loss detector and the status messages. As in
+// the C driver the receiver inserts packets and sends what is scheduled;
+// the conductor tracks the rebuild (gaps, NAK timing, when an SM is due),
+// the subscribers and the lifecycle. What both touch is atomic.
 type publicationImage struct {
 	e                   *receiveEndpoint
 	regID               int64
 	sessionID, streamID int32
-	state               imageState
-	source              netip.AddrPort
 	sourceIdentity      string
 
 	log                 *logbuffer.LogBuffer
@@ -227,18 +377,16 @@ type publicationImage struct {
 	receiverID          int64
 
 	hwmID, rcvPosID int32
-	hwm, rcvPos     *atomic.Int64
-	subscribers     []*subscriberPosition
+	hwm, rcvPos     *atomic.Int64 // rcv-hwm written by the receiver, rcv-pos by the conductor
 
-	hwmPosition     int64
+	// conductor
+	state           imageState
+	handed          bool
+	subscribers     []*subscriberPosition
 	rebuildPosition int64
 	cleanPosition   int64
-	lastPacketNs    int64
 	lastSMNs        int64
 	lastSMPosition  int64
-	eosPosition     int64 // math.MaxInt64 until an EOS heartbeat
-	eosSMsLeft      int
-
 	// loss detector (aeron_loss_detector.c, static unicast delay)
 	gapActive              bool
 	gapTermID, gapOffset   int32
@@ -249,13 +397,40 @@ type publicationImage struct {
 	scanFound              bool
 	onGap                  logbuffer.GapHandler
 	lossEntry              int
-	group                  bool // group semantics: multicast NAK backoff
-	ctl                    [protocol.StatusMessageGroupTagLength]byte
+	group                  bool // group semantics: multicast NAK backoff (fixed at creation)
+
+	// shared
+	lastPacketNs atomic.Int64
+	eosPosition  atomic.Int64 // math.MaxInt64 until an EOS heartbeat
+	// the subscriber position counters, replaced by the conductor as
+	// subscribers come and go, so that the receiver's window checks see
+	// consumption as it happens rather than as of the conductor's last cycle
+	subPositions atomic.Pointer[[]*atomic.Int64]
+	cleaned      atomic.Int64 // clean position
+	// The status message and NAK the receiver is to send, published
+	// between begin and end change numbers so that the receiver reads a
+	// consistent set (aeron_publication_image's begin/end_sm_change and
+	// begin/end_loss_change).
+	smBegin, smEnd         atomic.Int64
+	smPosition             atomic.Int64
+	lossBegin, lossEnd     atomic.Int64
+	lossTermID, lossOffset atomic.Int32
+	lossLength             atomic.Int32
+	released               atomic.Bool
+
+	// receiver
+	source          netip.AddrPort
+	hwmPosition     int64
+	smSent, nakSent int64
+	ctl             [protocol.StatusMessageGroupTagLength]byte
 }
 
 func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, from netip.AddrPort) (*publicationImage, error) {
 	regID := c.rb.NextCorrelationID()
 	path := filepath.Join(c.cfg.Dir, "images", strconv.FormatInt(regID, 10)+".logbuffer")
+	if err := c.checkStorage(int(s.TermLength)); err != nil {
+		return nil, err
+	}
 	log, err := logbuffer.Create(path, s.TermLength, int32(c.cfg.FilePageSize))
 	if err != nil {
 		return nil, fail(cnc.ErrorCodeStorageSpace, "cannot create log %s: %v", path, err)
@@ -263,9 +438,11 @@ func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, fr
 	im := &publicationImage{e: e, regID: regID, sessionID: s.SessionID, streamID: s.StreamID, source: from,
 		sourceIdentity: from.String(), log: log, logFile: path, logLength: int64(len(log.Bytes())),
 		termLength: int64(s.TermLength), positionBitsToShift: logbuffer.PositionBitsToShift(s.TermLength),
-		initialTermID: s.InitialTermID, receiverID: rand.Int64(), hwmID: -1, rcvPosID: -1, eosPosition: math.MaxInt64, lossEntry: -1}
+		initialTermID: s.InitialTermID, receiverID: rand.Int64(), hwmID: -1, rcvPosID: -1, lossEntry: -1}
+	im.eosPosition.Store(math.MaxInt64)
 	im.window = min(im.termLength/2, int64(c.cfg.InitialWindowLength))
 	im.onGap = im.recordGap
+	im.group = e.imageGroup(s.Flags)
 	m := log.Metadata()
 	m.SetCorrelationID(regID)
 	m.SetInitialTermID(s.InitialTermID)
@@ -275,6 +452,7 @@ func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, fr
 	m.SetReceiverWindowLength(int32(im.window))
 	join := logbuffer.ComputePosition(s.ActiveTermID, s.TermOffset, im.positionBitsToShift, s.InitialTermID)
 	im.hwmPosition, im.rebuildPosition, im.cleanPosition, im.lastSMPosition = join, join, join, join
+	im.cleaned.Store(join)
 	channel := "aeron:udp?endpoint=" + e.key
 	key := streamKey(c.keyBuf, regID, s.SessionID, s.StreamID, channel)
 	for _, a := range []struct {
@@ -293,8 +471,9 @@ func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, fr
 	im.hwm, im.rcvPos = c.counters.Value(im.hwmID), c.counters.Value(im.rcvPosID)
 	im.hwm.Store(join)
 	im.rcvPos.Store(join)
-	im.lastPacketNs, im.lastSMNs = c.nowNs, c.nowNs
+	im.lastPacketNs.Store(c.nowNs)
 	c.sys[sysBytesMapped].Add(im.logLength)
+	im.scheduleStatus(c, join) // the receiver answers the SETUP with it
 	fmt.Fprintf(c.log, "image %d: session %d stream %d from %s at position %d\n", regID, s.SessionID, s.StreamID, from, join)
 	return im, nil
 }
@@ -313,6 +492,7 @@ func (im *publicationImage) addSubscriber(c *conductor, s *subLink) {
 	sp := &subscriberPosition{sub: s, id: id, pos: c.counters.Value(id)}
 	sp.pos.Store(join)
 	im.subscribers = append(im.subscribers, sp)
+	im.publishSubscribers()
 	c.transmit(cnc.RspOnAvailableImage, cnc.AppendImageReady(c.buf[:0], cnc.ImageReady{
 		CorrelationID: im.regID, SessionID: im.sessionID, StreamID: im.streamID, SubscriptionRegistrationID: s.regID,
 		SubscriberPositionID: id, LogFile: im.logFile, SourceIdentity: im.sourceIdentity}))
@@ -323,6 +503,7 @@ func (im *publicationImage) removeSubscriber(c *conductor, s *subLink) {
 		if sp.sub == s {
 			_ = c.counters.Free(sp.id)
 			im.subscribers = append(im.subscribers[:i], im.subscribers[i+1:]...)
+			im.publishSubscribers()
 			return
 		}
 	}
@@ -341,36 +522,59 @@ func (im *publicationImage) minSubscriberPosition() int64 {
 	return pos
 }
 
+// publishSubscribers gives the receiver the current subscriber positions.
+func (im *publicationImage) publishSubscribers() {
+	ps := make([]*atomic.Int64, len(im.subscribers))
+	for i, sp := range im.subscribers {
+		ps[i] = sp.pos
+	}
+	im.subPositions.Store(&ps)
+}
+
+// consumedNow is the receiver's minimum subscriber position: rcv-pos
+// without subscribers, as minSubscriberPosition is the conductor's.
+func (im *publicationImage) consumedNow() int64 {
+	ps := im.subPositions.Load()
+	if ps == nil || len(*ps) == 0 {
+		return im.rcvPos.Load()
+	}
+	pos := int64(math.MaxInt64)
+	for _, p := range *ps {
+		pos = min(pos, p.Load())
+	}
+	return pos
+}
+
 // onData inserts a datagram of frames at its position unless it falls
-// outside the window (aeron_publication_image_insert_packet).
-func (im *publicationImage) onData(c *conductor, h *protocol.DataHeader, buf []byte, from netip.AddrPort) {
+// outside the window (aeron_publication_image_insert_packet). Receiver.
+func (im *publicationImage) onData(r *receiver, h *protocol.DataHeader, buf []byte, from netip.AddrPort) {
 	if h.TermOffset < 0 || int64(h.TermOffset) >= im.termLength || h.TermOffset&(logbuffer.FrameAlignment-1) != 0 ||
 		int64(h.TermOffset)+int64(len(buf)) > im.termLength {
-		c.sys[sysInvalidPackets].Add(1)
+		r.sys[sysInvalidPackets].Add(1)
 		return
 	}
-	im.lastPacketNs = c.nowNs
+	im.lastPacketNs.Store(r.nowNs)
 	im.source = from
 	pos := logbuffer.ComputePosition(h.TermID, h.TermOffset, im.positionBitsToShift, im.initialTermID)
+	consumed := im.consumedNow()
 	if h.IsHeartbeat() {
-		c.sys[sysHeartbeatsReceived].Add(1)
-		if h.IsEndOfStream() && im.eosPosition == math.MaxInt64 && pos >= im.rebuildPosition {
-			im.eosPosition = pos
+		r.sys[sysHeartbeatsReceived].Add(1)
+		if h.IsEndOfStream() && im.eosPosition.Load() == math.MaxInt64 && pos >= im.rcvPos.Load() {
+			im.eosPosition.Store(pos)
 		}
-		if pos > im.hwmPosition && pos <= im.minSubscriberPosition()+im.termLength {
+		if pos > im.hwmPosition && pos <= consumed+im.termLength {
 			im.hwmPosition = pos
 			im.hwm.Store(pos)
 		}
 		return
 	}
 	end := pos + int64(len(buf))
-	consumed := im.minSubscriberPosition()
-	if end <= im.rebuildPosition || pos < consumed {
-		c.sys[sysFlowControlUnderRuns].Add(1)
+	if end <= im.rcvPos.Load() || pos < consumed {
+		r.sys[sysFlowControlUnderRuns].Add(1)
 		return
 	}
-	if end > consumed+im.termLength-im.termLength/4 || end > im.cleanPosition+2*im.termLength {
-		c.sys[sysFlowControlOverRuns].Add(1)
+	if end > consumed+im.termLength-im.termLength/4 || end > im.cleaned.Load()+2*im.termLength {
+		r.sys[sysFlowControlOverRuns].Add(1)
 		return
 	}
 	term := im.log.Term(logbuffer.IndexByPosition(pos, im.positionBitsToShift))
@@ -381,7 +585,7 @@ func (im *publicationImage) onData(c *conductor, h *protocol.DataHeader, buf []b
 		end = pos + int64(protocol.Align(int(h.FrameLength), logbuffer.FrameAlignment))
 	}
 	if err := logbuffer.Insert(term, h.TermOffset, pkt); err != nil {
-		c.sys[sysInvalidPackets].Add(1)
+		r.sys[sysInvalidPackets].Add(1)
 		return
 	}
 	if end > im.hwmPosition {
@@ -394,16 +598,19 @@ func (im *publicationImage) recordGap(termID, termOffset, length int32) {
 	im.scanFound, im.scanTermID, im.scanOffset, im.scanLength = true, termID, termOffset, length
 }
 
-// duty: rebuild tracking with the gap scanner and NAK timer, cleaning,
-// status messages and liveness.
-func (im *publicationImage) duty(c *conductor) int {
+// trackRebuild is the conductor's duty for the image
+// (aeron_publication_image_track_rebuild and on_time_event): rebuild
+// tracking with the gap scanner and NAK timer, cleaning, when a status
+// message is due, and liveness.
+func (im *publicationImage) trackRebuild(c *conductor) int {
 	work := 0
+	hwm := im.hwm.Load()
 	// Advance the rebuild position over contiguous frames, across terms.
-	for im.rebuildPosition < im.hwmPosition {
+	for im.rebuildPosition < hwm {
 		termID := logbuffer.ComputeTermIDFromPosition(im.rebuildPosition, im.positionBitsToShift, im.initialTermID)
 		off := logbuffer.ComputeTermOffsetFromPosition(im.rebuildPosition, im.positionBitsToShift)
 		termBegin := im.rebuildPosition - int64(off)
-		limit := int32(min(im.hwmPosition-termBegin, im.termLength))
+		limit := int32(min(hwm-termBegin, im.termLength))
 		im.scanFound = false
 		term := im.log.Term(logbuffer.IndexByPosition(im.rebuildPosition, im.positionBitsToShift))
 		next := logbuffer.ScanForGap(term, termID, off, limit, im.onGap)
@@ -419,23 +626,24 @@ func (im *publicationImage) duty(c *conductor) int {
 			break
 		}
 	}
-	if im.rebuildPosition >= im.hwmPosition {
+	if im.rebuildPosition >= hwm {
 		im.gapActive = false
 	}
 	im.rcvPos.Store(im.rebuildPosition)
 	consumed := im.minSubscriberPosition()
 	im.clean(consumed - im.termLength)
-	if im.eosPosition != math.MaxInt64 && im.rebuildPosition >= im.eosPosition {
-		im.log.Metadata().SetEndOfStreamPosition(im.eosPosition)
+	eos := im.eosPosition.Load()
+	if eos != math.MaxInt64 && im.rebuildPosition >= eos {
+		im.log.Metadata().SetEndOfStreamPosition(eos)
 	}
 	if c.nowNs-im.lastSMNs >= c.cfg.StatusMessageTimeout.Nanoseconds() || consumed-im.lastSMPosition >= im.window/4 {
-		im.sendStatus(c)
+		im.scheduleStatus(c, consumed)
 		work++
 	}
 	// End of the image: the publisher went away (liveness) or every
 	// subscriber consumed the end of stream.
-	if c.nowNs-im.lastPacketNs > c.cfg.ImageLivenessTimeout.Nanoseconds() ||
-		(im.eosPosition != math.MaxInt64 && consumed >= im.eosPosition) {
+	if c.nowNs-im.lastPacketNs.Load() > c.cfg.ImageLivenessTimeout.Nanoseconds() ||
+		(eos != math.MaxInt64 && consumed >= eos) {
 		im.close(c)
 		work++
 	}
@@ -443,7 +651,8 @@ func (im *publicationImage) duty(c *conductor) int {
 }
 
 // onLoss is the unicast loss detector: a new gap is NAKed after the
-// unicast delay, an unchanged one re-NAKed after delay x retry ratio.
+// unicast delay, an unchanged one re-NAKed after delay x retry ratio. The
+// receiver sends the NAK.
 func (im *publicationImage) onLoss(c *conductor) int {
 	if !im.gapActive || im.gapTermID != im.scanTermID || im.gapOffset != im.scanOffset {
 		im.gapActive, im.gapTermID, im.gapOffset, im.gapLength = true, im.scanTermID, im.scanOffset, im.scanLength
@@ -455,15 +664,12 @@ func (im *publicationImage) onLoss(c *conductor) int {
 	if c.nowNs < im.gapDeadline {
 		return 0
 	}
-	if !im.e.reliable {
-		im.fillGap(c)
-		im.gapActive = false
-		return 1
-	}
-	nak := protocol.Nak{SessionID: im.sessionID, StreamID: im.streamID, TermID: im.gapTermID, TermOffset: im.gapOffset, Length: im.gapLength}
-	n, _ := nak.Encode(im.ctl[:])
-	im.e.sendTo(im.source, im.ctl[:n])
-	c.sys[sysNaksSent].Add(1)
+	n := im.lossEnd.Load() + 1
+	im.lossBegin.Store(n)
+	im.lossTermID.Store(im.gapTermID)
+	im.lossOffset.Store(im.gapOffset)
+	im.lossLength.Store(im.gapLength)
+	im.lossEnd.Store(n)
 	im.gapDeadline = c.nowNs + im.nakDelay(true)
 	return 1
 }
@@ -486,6 +692,9 @@ func (im *publicationImage) reportLoss(c *conductor) {
 // empty (aeron_publication_image_clean_buffer_to); the first word of each
 // range goes last.
 func (im *publicationImage) clean(position int64) {
+	if position <= im.cleanPosition {
+		return
+	}
 	for position > im.cleanPosition {
 		idx := logbuffer.IndexByPosition(im.cleanPosition, im.positionBitsToShift)
 		term := im.log.Term(idx)
@@ -497,48 +706,95 @@ func (im *publicationImage) clean(position int64) {
 		shm.StoreInt64(term, int(off), 0)
 		im.cleanPosition += n
 	}
+	im.cleaned.Store(im.cleanPosition)
 }
 
-func (im *publicationImage) sendStatus(c *conductor) {
-	pos := im.minSubscriberPosition()
+// scheduleStatus has the receiver send a status message at pos.
+func (im *publicationImage) scheduleStatus(c *conductor, pos int64) {
+	n := im.smEnd.Load() + 1
+	im.smBegin.Store(n)
+	im.smPosition.Store(pos)
+	im.smEnd.Store(n)
+	im.lastSMNs, im.lastSMPosition = c.nowNs, pos
+}
+
+// sendPending sends the status message and NAK the conductor scheduled
+// (aeron_publication_image_send_pending_status_message and
+// send_pending_loss). Receiver.
+func (im *publicationImage) sendPending(r *receiver) int {
+	work := 0
+	if end := im.smEnd.Load(); end != im.smSent {
+		pos := im.smPosition.Load()
+		if im.smBegin.Load() == end {
+			im.sendStatus(r, pos)
+			im.smSent = end
+			work++
+		}
+	}
+	if end := im.lossEnd.Load(); end != im.nakSent {
+		termID, off, length := im.lossTermID.Load(), im.lossOffset.Load(), im.lossLength.Load()
+		if im.lossBegin.Load() == end && !im.e.reliable {
+			// reliable=false: the receiver, which writes the term, fills
+			// the gap with padding instead (send_pending_loss's else)
+			im.fillGap(r, termID, off, length)
+			im.nakSent = end
+			work++
+		} else if im.lossBegin.Load() == end {
+			nak := protocol.Nak{SessionID: im.sessionID, StreamID: im.streamID, TermID: termID, TermOffset: off, Length: length}
+			n, _ := nak.Encode(im.ctl[:])
+			im.e.sendTo(r, im.source, im.ctl[:n])
+			r.sys[sysNaksSent].Add(1)
+			im.nakSent = end
+			work++
+		}
+	}
+	return work
+}
+
+func (im *publicationImage) sendStatus(r *receiver, pos int64) {
 	sm := protocol.StatusMessage{SessionID: im.sessionID, StreamID: im.streamID,
 		ConsumptionTermID:     logbuffer.ComputeTermIDFromPosition(pos, im.positionBitsToShift, im.initialTermID),
 		ConsumptionTermOffset: logbuffer.ComputeTermOffsetFromPosition(pos, im.positionBitsToShift),
 		ReceiverWindow:        int32(im.window), ReceiverID: im.receiverID,
 		GroupTag: im.e.groupTag, HasGroupTag: im.e.hasGroupTag}
 	n, _ := sm.Encode(im.ctl[:])
-	im.e.sendTo(im.source, im.ctl[:n])
-	c.sys[sysStatusMessagesSent].Add(1)
-	im.lastSMNs, im.lastSMPosition = c.nowNs, pos
+	im.e.sendTo(r, im.source, im.ctl[:n])
+	r.sys[sysStatusMessagesSent].Add(1)
 }
 
+// close makes the image unavailable to its subscribers and has the
+// receiver drop it; the log and the counters the receiver writes go once
+// it has.
 func (im *publicationImage) close(c *conductor) {
 	if im.state == imageDone {
 		return
 	}
-	if im.log != nil {
-		// Tell the sender this receiver is going away.
-		sm := protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: protocol.SMFlagEOS}, SessionID: im.sessionID, StreamID: im.streamID,
-			ReceiverID: im.receiverID, GroupTag: im.e.groupTag, HasGroupTag: im.e.hasGroupTag}
-		n, _ := sm.Encode(im.ctl[:])
-		im.e.sendTo(im.source, im.ctl[:n])
-	}
+	im.state = imageDone
 	for _, sp := range im.subscribers {
 		c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
 			CorrelationID: im.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: im.streamID, Channel: sp.sub.channel}))
 		_ = c.counters.Free(sp.id)
 	}
 	im.subscribers = nil
-	for _, id := range []int32{im.hwmID, im.rcvPosID} {
-		if id >= 0 {
-			_ = c.counters.Free(id)
+	im.publishSubscribers()
+	free := func() {
+		if im.log != nil {
+			c.sys[sysBytesMapped].Add(-im.logLength)
+			_ = im.log.Close()
+			_ = os.Remove(im.logFile)
+		}
+		for _, id := range []int32{im.hwmID, im.rcvPosID} {
+			if id >= 0 {
+				_ = c.counters.Free(id)
+			}
 		}
 	}
-	if im.log != nil {
-		c.sys[sysBytesMapped].Add(-im.logLength)
-		_ = im.log.Close()
-		_ = os.Remove(im.logFile)
+	if im.handed {
+		e, r := im.e, c.recv
+		c.receiverProxy.offer(func() { r.onRemoveImage(e, im) })
+		c.awaitRelease(&im.released, free)
+	} else {
+		free()
 	}
-	im.state = imageDone
 	fmt.Fprintf(c.log, "image %d: session %d stream %d unavailable\n", im.regID, im.sessionID, im.streamID)
 }

@@ -38,10 +38,10 @@ func (e *receiveEndpoint) checkReliable(u *uri.ChannelURI, n NetworkConfig, chan
 // fillGap is the unreliable image's answer to a gap whose delay expired
 // (aeron_term_gap_filler_try_fill_gap): a PAD frame over the whole gap,
 // unless a frame arrived into it meanwhile. Its length is written last,
-// so the subscriber sees either nothing or the whole pad.
-func (im *publicationImage) fillGap(c *conductor) bool {
-	term := im.log.Term(logbuffer.IndexByTerm(im.initialTermID, im.gapTermID))
-	off, n := int(im.gapOffset), int(im.gapLength)
+// so the subscriber sees either nothing or the whole pad. Receiver.
+func (im *publicationImage) fillGap(r *receiver, termID, termOffset, length int32) bool {
+	term := im.log.Term(logbuffer.IndexByTerm(im.initialTermID, termID))
+	off, n := int(termOffset), int(length)
 	if n < protocol.DataHeaderLength || off+n > len(term) {
 		return false
 	}
@@ -51,11 +51,11 @@ func (im *publicationImage) fillGap(c *conductor) bool {
 		}
 	}
 	h := protocol.DataHeader{FrameHeader: protocol.FrameHeader{Type: protocol.TypePad, Flags: protocol.FlagsUnfragmented},
-		TermOffset: im.gapOffset, SessionID: im.sessionID, StreamID: im.streamID, TermID: im.gapTermID}
+		TermOffset: termOffset, SessionID: im.sessionID, StreamID: im.streamID, TermID: termID}
 	var hdr [protocol.DataHeaderLength]byte
 	_, _ = h.Encode(hdr[:])
 	copy(term[off+4:off+protocol.DataHeaderLength], hdr[4:])
-	shm.StoreInt32(term, off, im.gapLength)
-	c.sys[sysLossGapFills].Add(1)
+	shm.StoreInt32(term, off, length)
+	r.sys[sysLossGapFills].Add(1)
 	return true
 }

@@ -5,11 +5,14 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/logbuffer"
 	"github.com/ibgo/ibgo/aeron/protocol"
+	"github.com/ibgo/ibgo/aeron/uri"
 )
 
 // Sender timings of the C driver (aeron_network_publication.h,
@@ -25,8 +28,9 @@ const (
 // networkPublication is a publication on a network medium
 // (aeron_network_publication.c): its log, and the sender's duty over it
 // (SETUP until a status message arrives, data within the flow-control
-// limit, heartbeats, retransmits from NAKs, EOS). Owned by the conductor
-// goroutine, which runs the sender duty too (SHARED-style scheduling).
+// limit, heartbeats, retransmits from NAKs, EOS). The conductor owns its
+// lifecycle, limits and cleaning (update); the sender agent owns the send
+// duty (send and what it calls). What both touch is atomic.
 type networkPublication struct {
 	regID               int64
 	sessionID, streamID int32
@@ -36,9 +40,18 @@ type networkPublication struct {
 	state               pubState
 	refCount            int
 
-	t    Transport
-	dest netip.AddrPort
-	fc   flowControl // unicast max until addNetworkPublication picks the channel's
+	t     Transport
+	dest  netip.AddrPort
+	media uri.Media
+	// fc is unicast max until addNetworkPublication picks the channel's
+	// strategy, before the sender gets the publication; then the sender's.
+	fc flowControl
+
+	// aeron-spy: subscribers (conductor); spyPositions gives their
+	// positions to the sender for spies-simulate-connection
+	spies        []*subscriberPosition
+	hasSpies     atomic.Bool
+	spyPositions atomic.Pointer[[]*atomic.Int64]
 
 	log                 *logbuffer.LogBuffer
 	logFile             string
@@ -51,28 +64,82 @@ type networkPublication struct {
 	pubLmtID, pubPosID, sndPosID, sndLmtID int32
 	pubLmt, pubPos, sndPos, sndLmt         *atomic.Int64
 
+	// conductor
+	handed         bool
+	cleanPosition  int64
+	tripLimit      int64
+	lingerDeadline int64
+	drainSince     int64
+
+	// shared: the sender sets connected/hasReceivers/lastSMNs from status
+	// messages, the conductor clears them on the connection timeout and
+	// sets endOfStream; released says the sender dropped the publication.
+	hasReceivers atomic.Bool
+	connected    atomic.Bool
+	endOfStream  atomic.Bool
+	lastSMNs     atomic.Int64
+	released     atomic.Bool
+
+	// sender (senderPosition is published through snd-pos)
 	senderPosition  int64
 	senderLimit     int64
-	cleanPosition   int64
-	tripLimit       int64
 	lastSendNs      int64
 	lastSetupNs     int64
-	lastSMNs        int64
 	shouldSendSetup bool
-	hasReceivers    bool
-	connected       bool
-	endOfStream     bool
-	lingerDeadline  int64
-	drainSince      int64
+	eosSent         bool
+	// AERON_SPIES_SIMULATE_CONNECTION, fixed at creation
+	simulateConnection bool
 
 	rtx       retransmitHandler // one action for unicast; addNetworkPublication gives multicast a pool
 	group     bool              // group semantics (multicast): the SETUP says so
 	ttl       int32             // multicast ttl=, in SETUP
+	rcvWindow int64             // the receiver window retransmit lengths are capped in
 	sendBatch [][]byte
 	ctl       [protocol.SetupHeaderLength]byte
 	hb        [protocol.DataHeaderLength]byte
 	recvFn    RecvFunc
-	c         *conductor
+	s         *sender
+}
+
+// sender is the sender agent (aeron_driver_sender.c): the send duty of
+// every network publication the conductor handed it. Owned by the goroutine
+// that runs it; other agents reach it only through cmds.
+type sender struct {
+	cmds  *proxy
+	pubs  []*networkPublication
+	sys   []*atomic.Int64
+	nowNs int64
+	cycle cycleTracker
+}
+
+// doWork is one sender duty cycle (aeron_driver_sender_do_work).
+func (s *sender) doWork() int {
+	s.nowNs = time.Now().UnixNano()
+	work := s.cmds.drain()
+	for _, p := range s.pubs {
+		work += p.send(s)
+	}
+	s.cycle.record(s.nowNs)
+	return work
+}
+
+// onAddPublication: aeron_driver_sender_on_add_publication.
+func (s *sender) onAddPublication(p *networkPublication) {
+	p.s = s
+	p.lastSetupNs = s.nowNs - setupTimeoutNs
+	s.pubs = append(s.pubs, p)
+}
+
+// onRemovePublication: aeron_driver_sender_on_remove_publication; the
+// conductor frees the publication once released is set.
+func (s *sender) onRemovePublication(p *networkPublication) {
+	for i, x := range s.pubs {
+		if x == p {
+			s.pubs = append(s.pubs[:i], s.pubs[i+1:]...)
+			break
+		}
+	}
+	p.released.Store(true)
 }
 
 func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamID int32, channel string, exclusive bool,
@@ -88,9 +155,11 @@ func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamI
 	p := &networkPublication{regID: regID, sessionID: params.sessionID, streamID: streamID, channel: channel, exclusive: exclusive,
 		params: params, t: t, dest: dest, log: log, logFile: path, logLength: int64(len(log.Bytes())), termLength: int64(params.termLength),
 		positionBitsToShift: logbuffer.PositionBitsToShift(int32(params.termLength)), initialTermID: rand.Int32(),
-		termWindow: int64(window), pubLmtID: -1, pubPosID: -1, sndPosID: -1, sndLmtID: -1, shouldSendSetup: true, c: c,
-		sendBatch: make([][]byte, 0, maxDatagramsPerSendDuty), fc: &maxFlowControl{multiple: unicastFlowControlRetransmitMultiple},
-		rtx: newRetransmitHandler(false)}
+		termWindow: int64(window), pubLmtID: -1, pubPosID: -1, sndPosID: -1, sndLmtID: -1, shouldSendSetup: true,
+		simulateConnection: c.cfg.SpiesSimulateConnection,
+		sendBatch:          make([][]byte, 0, maxDatagramsPerSendDuty),
+		fc:                 &maxFlowControl{multiple: unicastFlowControlRetransmitMultiple}, rtx: newRetransmitHandler(false),
+		rcvWindow: min(int64(params.termLength)/2, int64(c.cfg.InitialWindowLength))}
 	p.recvFn = p.onControl
 	if params.hasPosition {
 		p.initialTermID = params.initialTermID
@@ -129,7 +198,6 @@ func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamI
 	for _, v := range []*atomic.Int64{p.pubPos, p.pubLmt, p.sndPos, p.sndLmt} {
 		v.Store(start)
 	}
-	p.lastSetupNs = c.nowNs - setupTimeoutNs
 	c.sys[sysBytesMapped].Add(p.logLength)
 	return p, nil
 }
@@ -141,46 +209,59 @@ func (p *networkPublication) producerPosition() int64 {
 }
 
 // update is the conductor side (aeron_network_publication_update_pub_pos_and_lmt
-// and on_time_event): limits, cleaning, connection timeout, lifecycle.
+// and on_time_event): limits, cleaning, connection timeout, lifecycle. The
+// sender position is read from snd-pos, which the sender publishes.
 func (p *networkPublication) update(c *conductor) int {
 	work := 0
 	switch p.state {
 	case pubDone:
 		return 0
 	case pubLinger:
-		work += p.send(c)
+		if len(p.spies) > 0 && p.spiesFinished() {
+			p.endSpies(c)
+		}
 		if c.nowNs >= p.lingerDeadline {
 			p.close(c)
 		}
 		return work
 	}
-	work += p.send(c)
+	senderPosition := p.sndPos.Load()
 	p.pubPos.Store(p.producerPosition())
-	if p.connected && c.nowNs-p.lastSMNs > c.cfg.PublicationConnTimeout.Nanoseconds() {
-		p.connected = false
-		p.log.Metadata().SetIsConnected(false)
+	connected := p.connected.Load()
+	if connected && c.nowNs-p.lastSMNs.Load() > c.cfg.PublicationConnTimeout.Nanoseconds() {
+		connected = false
+		p.connected.Store(false)
+		if !p.simulateConnection || len(p.spies) == 0 {
+			p.log.Metadata().SetIsConnected(false)
+		}
 		fmt.Fprintf(c.log, "publication %d: no status message for %v, not connected\n", p.regID, c.cfg.PublicationConnTimeout)
 	}
-	if p.connected {
-		if limit := p.senderPosition + p.termWindow; limit >= p.tripLimit && p.state == pubActive {
-			p.clean(p.senderPosition - p.termLength)
+	// aeron_network_publication_update_pub_pos_and_lmt: the limit follows
+	// the slowest of the sender and the spies; spies alone count when they
+	// simulate a connection.
+	if connected || (c.cfg.SpiesSimulateConnection && len(p.spies) > 0) {
+		minConsumer := senderPosition
+		for _, sp := range p.spies {
+			minConsumer = min(minConsumer, sp.pos.Load())
+		}
+		if limit := minConsumer + p.termWindow; limit >= p.tripLimit && p.state == pubActive {
+			p.clean(minConsumer - p.termLength)
 			p.pubLmt.Store(limit)
 			p.tripLimit = limit + p.termWindow/8
 			work++
 		}
-	} else if lmt := p.pubLmt.Load(); lmt > p.senderPosition {
-		p.pubLmt.Store(p.senderPosition)
-		p.tripLimit = p.senderPosition
+	} else if lmt := p.pubLmt.Load(); lmt > senderPosition {
+		p.pubLmt.Store(senderPosition)
+		p.tripLimit = senderPosition
 	}
 	if p.state == pubDraining {
 		// Drained once everything written was sent, or nobody listens
 		// (after the unblock timeout nothing will make progress).
-		if p.senderPosition >= p.producerPosition() || !p.connected ||
+		if senderPosition >= p.producerPosition() || !connected ||
 			c.nowNs-p.drainSince > c.cfg.PublicationUnblockTimeout.Nanoseconds() {
 			p.state = pubLinger
-			p.endOfStream = true
+			p.endOfStream.Store(true) // the sender sends the EOS heartbeat now
 			p.lingerDeadline = c.nowNs + p.params.linger
-			p.lastSendNs = c.nowNs - heartbeatTimeoutNs // send the EOS heartbeat now
 			work++
 		}
 	}
@@ -200,18 +281,38 @@ func (p *networkPublication) clean(position int64) {
 
 // send is the sender duty for this publication (aeron_network_publication_send):
 // control frames first, then SETUP, data within the sender limit, heartbeat.
-func (p *networkPublication) send(c *conductor) int {
+func (p *networkPublication) send(c *sender) int {
 	work, _ := p.t.Recv(controlPollPerDuty, p.recvFn)
 	if p.shouldSendSetup && c.nowNs-p.lastSetupNs >= setupTimeoutNs {
 		p.sendSetup(c)
 		work++
 	}
 	sent := 0
-	if p.hasReceivers && !p.endOfStream {
+	hasReceivers, eos := p.hasReceivers.Load(), p.endOfStream.Load()
+	if !hasReceivers && p.simulateConnection && p.hasSpies.Load() {
+		// Spies stand in for receivers: the sender position follows the
+		// fastest spy (aeron_network_publication_max_spy_position).
+		if ps := p.spyPositions.Load(); ps != nil {
+			pos := p.senderPosition
+			for _, sp := range *ps {
+				pos = max(pos, sp.Load())
+			}
+			if pos > p.senderPosition {
+				p.senderPosition = pos
+				p.sndPos.Store(pos)
+				work++
+			}
+		}
+	}
+	if hasReceivers && !eos {
 		sent = p.sendData(c)
 		work += sent
 	}
-	if sent == 0 && p.hasReceivers && c.nowNs-p.lastSendNs >= heartbeatTimeoutNs {
+	if eos && !p.eosSent {
+		p.eosSent = true
+		p.lastSendNs = c.nowNs - heartbeatTimeoutNs // the EOS heartbeat goes now
+	}
+	if sent == 0 && hasReceivers && c.nowNs-p.lastSendNs >= heartbeatTimeoutNs {
 		p.sendHeartbeat(c)
 		work++
 	}
@@ -222,7 +323,7 @@ func (p *networkPublication) send(c *conductor) int {
 	return work
 }
 
-func (p *networkPublication) sendSetup(c *conductor) {
+func (p *networkPublication) sendSetup(c *sender) {
 	termID := logbuffer.ComputeTermIDFromPosition(p.senderPosition, p.positionBitsToShift, p.initialTermID)
 	s := protocol.Setup{TermOffset: logbuffer.ComputeTermOffsetFromPosition(p.senderPosition, p.positionBitsToShift),
 		SessionID: p.sessionID, StreamID: p.streamID, InitialTermID: p.initialTermID, ActiveTermID: termID,
@@ -237,12 +338,12 @@ func (p *networkPublication) sendSetup(c *conductor) {
 	p.lastSendNs = c.nowNs
 }
 
-func (p *networkPublication) sendHeartbeat(c *conductor) {
+func (p *networkPublication) sendHeartbeat(c *sender) {
 	h := protocol.DataHeader{FrameHeader: protocol.FrameHeader{Type: protocol.TypeData, Flags: protocol.FlagsUnfragmented},
 		TermOffset: logbuffer.ComputeTermOffsetFromPosition(p.senderPosition, p.positionBitsToShift),
 		SessionID:  p.sessionID, StreamID: p.streamID,
 		TermID: logbuffer.ComputeTermIDFromPosition(p.senderPosition, p.positionBitsToShift, p.initialTermID)}
-	if p.endOfStream {
+	if p.endOfStream.Load() {
 		h.Flags = protocol.FlagsHeartbeatEOS
 	}
 	n, _ := h.Encode(p.hb[:])
@@ -250,7 +351,7 @@ func (p *networkPublication) sendHeartbeat(c *conductor) {
 	p.lastSendNs = c.nowNs
 }
 
-func (p *networkPublication) sendOne(c *conductor, b []byte) {
+func (p *networkPublication) sendOne(c *sender, b []byte) {
 	p.sendBatch = append(p.sendBatch[:0], b)
 	if _, err := p.t.Send(p.dest, p.sendBatch); err != nil {
 		c.sys[sysErrors].Add(1)
@@ -263,7 +364,7 @@ func (p *networkPublication) sendOne(c *conductor, b []byte) {
 // sendData sends up to maxDatagramsPerSendDuty datagrams of whole frames
 // from the sender position, within the sender limit
 // (aeron_network_publication_send_data).
-func (p *networkPublication) sendData(c *conductor) int {
+func (p *networkPublication) sendData(c *sender) int {
 	sent := 0
 	for sent < maxDatagramsPerSendDuty {
 		avail := p.senderLimit - p.senderPosition
@@ -291,7 +392,7 @@ func (p *networkPublication) sendData(c *conductor) int {
 // on_status_message / on_nak / on_rttm). Malformed frames are dropped and
 // counted.
 func (p *networkPublication) onControl(_ Transport, buf []byte, from netip.AddrPort, _ int64) {
-	c := p.c
+	c := p.s
 	var fh protocol.FrameHeader
 	if err := fh.Decode(buf); err != nil || fh.Version != protocol.CurrentVersion || int(fh.FrameLength) > len(buf) {
 		c.sys[sysInvalidPackets].Add(1)
@@ -348,7 +449,7 @@ func (p *networkPublication) onControl(_ Transport, buf []byte, from netip.AddrP
 // onNak resends the requested range at once, then lingers on it so that
 // duplicate NAKs are absorbed (aeron_retransmit_handler_on_nak with no
 // retransmit delay; see retransmitHandler).
-func (p *networkPublication) onNak(c *conductor, termID, termOffset, length int32) {
+func (p *networkPublication) onNak(c *sender, termID, termOffset, length int32) {
 	if length <= 0 || termOffset < 0 || int64(termOffset) >= p.termLength || termOffset&(logbuffer.FrameAlignment-1) != 0 {
 		return
 	}
@@ -365,7 +466,7 @@ func (p *networkPublication) onNak(c *conductor, termID, termOffset, length int3
 		p.rtx.linger(a, termID, termOffset, 0, c.nowNs) // nothing resent: free at the next timeout pass
 		return
 	}
-	length = int32(min(p.fc.maxRetransmissionLength(int64(termOffset), int64(length), p.termLength, p.receiverWindow(c)), p.senderPosition-pos))
+	length = int32(min(p.fc.maxRetransmissionLength(int64(termOffset), int64(length), p.termLength, p.rcvWindow), p.senderPosition-pos))
 	term := p.log.Term(logbuffer.IndexByTerm(p.initialTermID, termID))
 	off, end := termOffset, termOffset+length
 	for off < end {
@@ -387,26 +488,119 @@ func (p *networkPublication) startDraining(c *conductor) {
 	p.log.Metadata().SetEndOfStreamPosition(p.producerPosition())
 }
 
+// close takes the publication from the sender and frees its counters; its
+// transport and log go once the sender has let go of them.
 func (p *networkPublication) close(c *conductor) {
 	if p.state == pubDone {
 		return
 	}
-	if p.fc != nil {
-		p.fc.close(c)
-	}
-	for _, id := range []int32{p.pubLmtID, p.pubPosID, p.sndPosID, p.sndLmtID} {
-		if id >= 0 {
-			_ = c.counters.Free(id)
-		}
-	}
-	if p.t != nil {
-		_ = p.t.Close()
-	}
+	p.state = pubDone
+	p.endSpies(c)
 	if p.log != nil {
 		p.log.Metadata().SetIsConnected(false)
-		c.sys[sysBytesMapped].Add(-p.logLength)
-		_ = p.log.Close()
-		_ = os.Remove(p.logFile)
 	}
-	p.state = pubDone
+	free := func() {
+		if p.t != nil {
+			_ = p.t.Close()
+		}
+		if p.log != nil {
+			c.sys[sysBytesMapped].Add(-p.logLength)
+			_ = p.log.Close()
+			_ = os.Remove(p.logFile)
+		}
+		for _, id := range []int32{p.pubLmtID, p.pubPosID, p.sndPosID, p.sndLmtID} {
+			if id >= 0 {
+				_ = c.counters.Free(id)
+			}
+		}
+		if p.fc != nil {
+			p.fc.close(c) // fc-receivers, written by the sender until now
+		}
+	}
+	if !p.handed { // never given to the sender
+		free()
+		return
+	}
+	snd := c.snd
+	c.senderProxy.offer(func() { snd.onRemovePublication(p) })
+	c.awaitRelease(&p.released, free)
+}
+
+// addSpy gives spy subscription s an image of the publication's own log,
+// joining at the sender position (aeron_driver_conductor_link_subscribable
+// with aeron_network_publication_join_position; source identity "aeron:ipc"
+// as the C driver passes).
+func (p *networkPublication) addSpy(c *conductor, s *subLink) {
+	join := p.sndPos.Load()
+	key := streamKey(c.keyBuf, s.regID, p.sessionID, p.streamID, s.channel)
+	id, err := c.counters.Allocate(cnc.TypeSubscriberPosition, key, streamLabel("sub-pos", s.regID, p.sessionID, p.streamID, s.channel, "@"+strconv.FormatInt(join, 10)))
+	if err != nil {
+		c.recordError(cnc.ErrorCodeGenericError, err.Error())
+		return
+	}
+	c.counters.SetRegistrationID(id, s.regID)
+	c.counters.SetOwnerID(id, s.client.id)
+	c.counters.SetReferenceID(id, p.regID)
+	sp := &subscriberPosition{sub: s, id: id, pos: c.counters.Value(id)}
+	sp.pos.Store(join)
+	p.spies = append(p.spies, sp)
+	p.publishSpies()
+	if p.simulateConnection {
+		p.log.Metadata().SetIsConnected(true)
+	}
+	c.transmit(cnc.RspOnAvailableImage, cnc.AppendImageReady(c.buf[:0], cnc.ImageReady{
+		CorrelationID: p.regID, SessionID: p.sessionID, StreamID: p.streamID, SubscriptionRegistrationID: s.regID,
+		SubscriberPositionID: id, LogFile: p.logFile, SourceIdentity: "aeron:ipc"}))
+}
+
+func (p *networkPublication) removeSpy(c *conductor, s *subLink) {
+	for i, sp := range p.spies {
+		if sp.sub == s {
+			_ = c.counters.Free(sp.id)
+			p.spies = append(p.spies[:i], p.spies[i+1:]...)
+			p.publishSpies()
+			p.spyUnconnected()
+			return
+		}
+	}
+}
+
+// spiesFinished says every spy read all that was published
+// (aeron_network_publication_spies_finished_consuming).
+func (p *networkPublication) spiesFinished() bool {
+	end := p.producerPosition()
+	for _, sp := range p.spies {
+		if sp.pos.Load() < end {
+			return false
+		}
+	}
+	return true
+}
+
+// endSpies makes the publication's image unavailable to its spies
+// (aeron_driver_conductor_cleanup_spies).
+func (p *networkPublication) endSpies(c *conductor) {
+	for _, sp := range p.spies {
+		c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
+			CorrelationID: p.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: p.streamID, Channel: sp.sub.channel}))
+		_ = c.counters.Free(sp.id)
+	}
+	p.spies = nil
+	p.publishSpies()
+}
+
+// spyUnconnected drops the connection the last simulating spy made.
+func (p *networkPublication) spyUnconnected() {
+	if p.simulateConnection && len(p.spies) == 0 && !p.connected.Load() {
+		p.log.Metadata().SetIsConnected(false)
+	}
+}
+
+func (p *networkPublication) publishSpies() {
+	ps := make([]*atomic.Int64, len(p.spies))
+	for i, sp := range p.spies {
+		ps[i] = sp.pos
+	}
+	p.spyPositions.Store(&ps)
+	p.hasSpies.Store(len(ps) > 0)
 }

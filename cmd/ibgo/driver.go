@@ -51,9 +51,14 @@ func init() {
 			&cli.StringFlag{Name: "ipc-mtu", Usage: "MTU of IPC publications (AERON_IPC_MTU_LENGTH)"},
 			&cli.StringFlag{Name: "threading-mode", Usage: "DEDICATED, SHARED_NETWORK or SHARED (AERON_THREADING_MODE)"},
 			&cli.StringFlag{Name: "conductor-idle", Usage: "backoff, spin, yield, noop or sleep-ns[,ns] (AERON_CONDUCTOR_IDLE_STRATEGY)"},
+			&cli.StringFlag{Name: "sender-idle", Usage: "idle strategy of the sender in DEDICATED mode (AERON_SENDER_IDLE_STRATEGY)"},
+			&cli.StringFlag{Name: "receiver-idle", Usage: "idle strategy of the receiver in DEDICATED mode (AERON_RECEIVER_IDLE_STRATEGY)"},
+			&cli.StringFlag{Name: "sharednetwork-idle", Usage: "idle strategy of the sender+receiver in SHARED_NETWORK mode (AERON_SHAREDNETWORK_IDLE_STRATEGY)"},
+			&cli.StringFlag{Name: "shared-idle", Usage: "idle strategy of the one agent in SHARED mode (AERON_SHARED_IDLE_STRATEGY)"},
 			&cli.StringFlag{Name: "client-liveness-timeout", Usage: "e.g. 10s (AERON_CLIENT_LIVENESS_TIMEOUT)"},
 			&cli.StringFlag{Name: "publication-linger-timeout", Usage: "e.g. 5s (AERON_PUBLICATION_LINGER_TIMEOUT)"},
 			&cli.StringFlag{Name: "termination-validator", Usage: "deny or allow TERMINATE_DRIVER (AERON_DRIVER_TERMINATION_VALIDATOR)"},
+			&cli.StringFlag{Name: "termination-token", Usage: "terminate on a TERMINATE_DRIVER command carrying exactly this token (replaces the validator)"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log client timeouts, unblocks and errors"},
 			&cli.StringFlag{Name: "record-commands", Usage: "append every client command to `FILE`, one line each: type id (hex) and the message (hex)"},
 		},
@@ -73,7 +78,9 @@ func driverConfig(c *cli.Context) (driver.Config, error) {
 	for flag, name := range map[string]string{
 		"dir": "AERON_DIR", "term-length": "AERON_TERM_BUFFER_LENGTH", "ipc-term-length": "AERON_IPC_TERM_BUFFER_LENGTH",
 		"mtu": "AERON_MTU_LENGTH", "ipc-mtu": "AERON_IPC_MTU_LENGTH", "threading-mode": "AERON_THREADING_MODE",
-		"conductor-idle": "AERON_CONDUCTOR_IDLE_STRATEGY", "client-liveness-timeout": "AERON_CLIENT_LIVENESS_TIMEOUT",
+		"conductor-idle": "AERON_CONDUCTOR_IDLE_STRATEGY", "sender-idle": "AERON_SENDER_IDLE_STRATEGY",
+		"receiver-idle": "AERON_RECEIVER_IDLE_STRATEGY", "sharednetwork-idle": "AERON_SHAREDNETWORK_IDLE_STRATEGY",
+		"shared-idle": "AERON_SHARED_IDLE_STRATEGY", "client-liveness-timeout": "AERON_CLIENT_LIVENESS_TIMEOUT",
 		"publication-linger-timeout": "AERON_PUBLICATION_LINGER_TIMEOUT", "termination-validator": "AERON_DRIVER_TERMINATION_VALIDATOR",
 	} {
 		if c.IsSet(flag) {
@@ -103,6 +110,9 @@ func runDriver(c *cli.Context) error {
 		return fail(1, "%v", err)
 	}
 	opts := []driver.Option{driver.WithLog(log), driver.WithMedia(udp.New(loss))}
+	if c.IsSet("termination-token") {
+		opts = append(opts, driver.WithTerminationToken([]byte(c.String("termination-token"))))
+	}
 	if path := c.String("record-commands"); path != "" {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
@@ -120,7 +130,15 @@ func runDriver(c *cli.Context) error {
 	w := c.App.Writer
 	fmt.Fprintf(w, "ibgo media driver (Aeron %s layout, control protocol %s), pid %d\n", driver.Version, driver.ControlProtocolVersion, os.Getpid())
 	fmt.Fprintf(w, "dir=%s\n", cfg.Dir)
-	fmt.Fprintf(w, "threading-mode=%s conductor-idle=%s media=ipc,udp\n", cfg.ThreadingMode, cfg.ConductorIdle)
+	switch cfg.ThreadingMode {
+	case driver.Shared:
+		fmt.Fprintf(w, "threading-mode=%s shared-idle=%s media=ipc,udp\n", cfg.ThreadingMode, cfg.SharedIdle)
+	case driver.SharedNetwork:
+		fmt.Fprintf(w, "threading-mode=%s conductor-idle=%s sharednetwork-idle=%s media=ipc,udp\n", cfg.ThreadingMode, cfg.ConductorIdle, cfg.SharedNetworkIdle)
+	default:
+		fmt.Fprintf(w, "threading-mode=%s conductor-idle=%s sender-idle=%s receiver-idle=%s media=ipc,udp\n",
+			cfg.ThreadingMode, cfg.ConductorIdle, cfg.SenderIdle, cfg.ReceiverIdle)
+	}
 	fmt.Fprintf(w, "term-length=%d ipc-term-length=%d mtu=%d ipc-mtu=%d\n", cfg.TermBufferLength, cfg.IPCTermBufferLength, cfg.MTULength, cfg.IPCMTULength)
 	fmt.Fprintf(w, "client-liveness-timeout=%v publication-linger-timeout=%v publication-unblock-timeout=%v timer-interval=%v\n",
 		cfg.ClientLivenessTimeout, cfg.PublicationLingerTimeout, cfg.PublicationUnblockTimeout, cfg.TimerInterval)

@@ -148,3 +148,18 @@ func NetlinkRecv(fd *FD, b []byte) (int, error) {
 	})
 	return n, err
 }
+
+// UsableSpace is the space an unprivileged user may still allocate in the
+// file system holding path (statvfs f_bavail x f_frsize, as the C Aeron
+// driver's aeron_usable_fs_space).
+func UsableSpace(path string) (uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, errnoErr(err)
+	}
+	bs := uint64(st.Frsize)
+	if bs == 0 {
+		bs = uint64(st.Bsize)
+	}
+	return st.Bavail * bs, nil
+}

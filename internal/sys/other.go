@@ -22,3 +22,6 @@ func NetlinkRDMA() (*FD, error) { return nil, ErrNotSupportedOnOS }
 func NetlinkSend(fd *FD, b []byte) error { return ErrNotSupportedOnOS }
 
 func NetlinkRecv(fd *FD, b []byte) (int, error) { return 0, ErrNotSupportedOnOS }
+
+// UsableSpace is not measured off Linux; callers skip their storage checks.
+func UsableSpace(path string) (uint64, error) { return 0, ErrNotSupportedOnOS }

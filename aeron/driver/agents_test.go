@@ -1,0 +1,99 @@
+package driver
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/aeron/client"
+	"github.com/ibgo/ibgo/aeron/cnc"
+	"github.com/ibgo/ibgo/aeron/protocol"
+)
+
+// TestAgentsRunApartByThreadingMode holds the conductor inside a command
+// and watches the sender and the receiver: in DEDICATED and SHARED_NETWORK
+// mode they run on their own goroutine and keep working (the publication
+// keeps sending SETUPs, the receiver keeps eliciting one from an unknown
+// session); in SHARED mode one goroutine runs all three, so both stop
+// until the conductor returns.
+func TestAgentsRunApartByThreadingMode(t *testing.T) {
+	for _, mode := range []ThreadingMode{Dedicated, SharedNetwork, Shared} {
+		t.Run(string(mode), func(t *testing.T) {
+			m := &fakeMedia{}
+			cfg := udpTestConfig(t)
+			cfg.ThreadingMode = mode
+			cfg.SenderIdle, cfg.ReceiverIdle, cfg.SharedNetworkIdle, cfg.SharedIdle = "sleep-ns,50000", "sleep-ns,50000", "sleep-ns,50000", "sleep-ns,50000"
+			hold, entered := make(chan struct{}), make(chan struct{}, 1)
+			d, err := Start(cfg, WithMedia(m), WithCommandObserver(func(typeID int32, _ []byte) {
+				if typeID == cnc.CmdAddCounter {
+					entered <- struct{}{}
+					<-hold
+				}
+			}))
+			require.NoError(t, err)
+			defer d.Close()
+			cl, err := client.Connect(context.Background(), client.Options{Dir: d.Dir(), IdleSleep: 100 * time.Microsecond})
+			require.NoError(t, err)
+			defer cl.Close()
+			ctx := context.Background()
+			_, err = cl.AddPublication(ctx, "aeron:udp?endpoint=127.0.0.1:40456", 7)
+			require.NoError(t, err)
+			_, err = cl.AddSubscription(ctx, "aeron:udp?endpoint=127.0.0.1:40457", 7)
+			require.NoError(t, err)
+			var pubT *fakeTransport
+			require.Eventually(t, func() bool {
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				for _, tr := range m.transports {
+					if tr.bind.Port() == 0 {
+						pubT = tr
+					}
+				}
+				return pubT != nil
+			}, 10*time.Second, time.Millisecond)
+			subT := m.transport(netip.MustParseAddrPort("127.0.0.1:40457"))
+			require.NotNil(t, subT)
+			count := func(tr *fakeTransport, typ protocol.FrameType, flags uint8) int {
+				n := 0
+				for _, s := range tr.sent() {
+					var fh protocol.FrameHeader
+					if fh.Decode(s.b) == nil && fh.Type == typ && fh.Flags == flags {
+						n++
+					}
+				}
+				return n
+			}
+
+			done := make(chan error, 1)
+			go func() {
+				_, err := cl.AddCounter(ctx, 1001, nil, "held")
+				done <- err
+			}()
+			<-entered // the conductor is now inside the command
+			setups := count(pubT, protocol.TypeSetup, 0)
+			var hb protocol.DataHeader
+			hb.Type, hb.Flags, hb.SessionID, hb.StreamID = protocol.TypeData, protocol.FlagsUnfragmented, 99, 7
+			b := make([]byte, protocol.DataHeaderLength)
+			_, err = hb.Encode(b)
+			require.NoError(t, err)
+			subT.push(netip.MustParseAddrPort("127.0.0.1:40999"), b)
+			time.Sleep(450 * time.Millisecond)
+			moreSetups := count(pubT, protocol.TypeSetup, 0) - setups
+			elicited := count(subT, protocol.TypeStatusMessage, protocol.SMFlagSetup)
+			close(hold)
+			require.NoError(t, <-done)
+			if mode == Shared {
+				require.Zero(t, moreSetups, "SHARED: the sender runs on the conductor's goroutine")
+				require.Zero(t, elicited, "SHARED: the receiver runs on the conductor's goroutine")
+				require.Eventually(t, func() bool { return count(subT, protocol.TypeStatusMessage, protocol.SMFlagSetup) > 0 },
+					10*time.Second, time.Millisecond, "the receiver resumes with the conductor")
+			} else {
+				require.GreaterOrEqual(t, moreSetups, 2, "%s: the sender sends SETUPs every 100 ms on its own", mode)
+				require.Positive(t, elicited, "%s: the receiver elicits a SETUP on its own", mode)
+			}
+		})
+	}
+}

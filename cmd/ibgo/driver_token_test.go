@@ -1,0 +1,47 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/aeron/client"
+	"github.com/ibgo/ibgo/aeron/cnc"
+	"github.com/ibgo/ibgo/aeron/driver"
+)
+
+// TestDriverTerminationToken: `ibgo driver --termination-token` ignores a
+// request with another token and exits cleanly on the right one.
+func TestDriverTerminationToken(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "aeron")
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := runIbgo(t, "driver", "--dir", dir, "--ipc-term-length", "64k", "--termination-token", "open sesame")
+		done <- code
+	}()
+	require.Eventually(t, func() bool {
+		active, _, err := driver.IsDriverActive(dir, 10*time.Second)
+		return err == nil && active
+	}, 30*time.Second, 5*time.Millisecond)
+	f, err := cnc.OpenFile(cnc.Path(dir), false)
+	require.NoError(t, err)
+	defer f.Close()
+	rb, err := f.ToDriver()
+	require.NoError(t, err)
+	require.NoError(t, client.RequestDriverTermination(dir, []byte("open sesame!")))
+	require.Eventually(t, func() bool { return rb.ConsumerPosition() == rb.ProducerPosition() }, 30*time.Second, time.Millisecond)
+	select {
+	case <-done:
+		t.Fatal("the driver terminated on a wrong token")
+	case <-time.After(50 * time.Millisecond):
+	}
+	require.NoError(t, client.RequestDriverTermination(dir, []byte("open sesame")))
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the driver did not terminate on its token")
+	}
+}
