@@ -75,6 +75,8 @@ type Config struct {
 
 	PerformStorageChecks         bool  // AERON_PERFORM_STORAGE_CHECKS: refuse a log the file system has no room for
 	LowFileStoreWarningThreshold int64 // AERON_LOW_FILE_STORE_WARNING_THRESHOLD: warn (error log) at or below this usable space
+
+	Network NetworkConfig // flow control, receiver group tag, reliability (flowcontrol.go)
 }
 
 // DefaultDir mirrors aeron_default_path: /dev/shm/aeron-<user> on Linux,
@@ -132,6 +134,7 @@ func DefaultConfig() Config {
 		TetherSubscriptions:       true,
 		// AERON_LOW_FILE_STORE_WARNING_THRESHOLD_DEFAULT: 160 MiB
 		LowFileStoreWarningThreshold: 160 << 20,
+		Network:                      defaultNetworkConfig(),
 	}
 }
 
@@ -237,6 +240,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		if err == nil {
 			c.LowFileStoreWarningThreshold = n
 		}
+	}
+	if err := c.Network.fromEnv(getenv); err != nil && firstErr == nil {
+		firstErr = err
 	}
 	if firstErr != nil {
 		return c, firstErr

@@ -18,21 +18,23 @@ var udpSupportedKeys = map[string]bool{
 	uri.KeyEndpoint: true, uri.KeyMTU: true, uri.KeyTermLength: true, uri.KeyInitialTermID: true,
 	uri.KeyTermID: true, uri.KeyTermOffset: true, uri.KeySessionID: true, uri.KeyLinger: true,
 	uri.KeySocketSndbuf: true, uri.KeySocketRcvbuf: true, uri.KeyAlias: true,
+	uri.KeyInterface: true, uri.KeyTTL: true, uri.KeyFlowControl: true, uri.KeyGroupTag: true,
+	uri.KeyReliable: true, uri.KeyGroup: true,
 }
 
 // checkNetworkChannel refuses what the network slice does not do yet.
 func checkNetworkChannel(u *uri.ChannelURI, channel string) error {
 	for _, p := range u.Params {
 		if !udpSupportedKeys[p.Key] {
-			return fail(cnc.ErrorCodeInvalidChannel, "%s: parameter '%s' is not supported on aeron:%s by this driver yet (unicast endpoint only)", channel, p.Key, u.Media)
+			return fail(cnc.ErrorCodeInvalidChannel, "%s: parameter '%s' is not supported on aeron:%s by this driver yet", channel, p.Key, u.Media)
 		}
 	}
 	ep, ok := u.Endpoint()
 	if !ok || !ep.HasPort {
 		return fail(cnc.ErrorCodeInvalidChannel, "%s: aeron:%s needs endpoint=host:port (control, tags and control-mode channels are not supported yet)", channel, u.Media)
 	}
-	if ep.Multicast() {
-		return fail(cnc.ErrorCodeInvalidChannel, "%s: multicast endpoint %s is not supported yet (unicast only)", channel, ep)
+	if !ep.Multicast() && u.Has(uri.KeyInterface) {
+		return fail(cnc.ErrorCodeInvalidChannel, "%s: interface is only supported on multicast channels by this driver yet", channel)
 	}
 	return nil
 }
@@ -68,6 +70,9 @@ func (c *conductor) transportParams(u *uri.ChannelURI, mtu int) TransportParams 
 	if v, ok := u.Size(uri.KeySocketSndbuf); ok {
 		p.SocketSndbuf = int(v)
 	}
+	if v, ok := u.Int(uri.KeyTTL); ok {
+		p.MulticastTTL = int(v)
+	}
 	return p
 }
 
@@ -89,6 +94,11 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 	dest, err := resolveEndpoint(u)
 	if err != nil {
 		return err
+	}
+	if dest.Addr().IsMulticast() {
+		if _, err := parseFlowControl(u, c.cfg.Network); err != nil {
+			return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
+		}
 	}
 	var pub *networkPublication
 	if !exclusive {
@@ -115,6 +125,12 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 		if dest.Addr().Is6() {
 			bind = netip.AddrPortFrom(netip.IPv6Unspecified(), 0)
 		}
+		if dest.Addr().IsMulticast() {
+			// status messages and NAKs arrive on the control group
+			if bind, err = multicastControl(dest); err != nil {
+				return err
+			}
+		}
 		t, err := med.Open(u, bind, dest, c.transportParams(u, params.mtu), AffinitySender)
 		if err != nil {
 			return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
@@ -124,6 +140,18 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 			_ = t.Close()
 			return err
 		}
+		if pub.fc, err = newFlowControl(c, u, dest.Addr().IsMulticast(), pub.regID, pub.sessionID, pub.streamID, cmd.Channel); err != nil {
+			pub.close(c)
+			return err
+		}
+		if dest.Addr().IsMulticast() {
+			pub.rtx = newRetransmitHandler(true) // group semantics, announced in SETUP
+			pub.group = true
+			if v, ok := u.Int(uri.KeyTTL); ok {
+				pub.ttl = int32(v)
+			}
+		}
+		pub.rcvWindow = min(int64(params.termLength)/2, int64(c.cfg.InitialWindowLength))
 		c.netPubs = append(c.netPubs, pub)
 		pub.media = u.Media
 		pub.handed = true
@@ -195,9 +223,25 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 			return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
 		}
 		e = newReceiveEndpoint(key, t)
+		if err := e.setGroupTag(u, c.cfg.Network); err != nil {
+			_ = t.Close()
+			return err
+		}
+		e.setReliable(u, c.cfg.Network)
+		e.group = groupParam(u)
+		e.multicastDelay = newOptimalDelay(c.cfg.Network.NakMulticastGroupSize, c.cfg.Network.NakMulticastMaxBackoff.Nanoseconds())
+		if bind.Addr().IsMulticast() {
+			// status messages and NAKs go to the control group
+			if e.control, err = multicastControl(bind); err != nil {
+				_ = t.Close()
+				return err
+			}
+		}
 		c.endpoints[key] = e
 		r := c.recv
 		c.receiverProxy.offer(func() { r.onAddEndpoint(e) })
+	} else if err := e.checkReliable(u, c.cfg.Network, cmd.Channel); err != nil {
+		return err
 	}
 	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel, endpoint: key}
 	if v, ok := u.Int(uri.KeySessionID); ok {

@@ -37,6 +37,22 @@ type receiveEndpoint struct {
 	key string // canonical bind address
 	t   Transport
 
+	// fixed by the conductor before the receiver gets the endpoint:
+	// control is where a multicast endpoint sends status messages and
+	// NAKs (the control group; invalid for unicast, which answers the
+	// source of the data); groupTag goes into every status message when
+	// hasGroupTag (gtag= or AERON_RECEIVER_GROUP_TAG), for tagged flow
+	// control; reliable false fills gaps with padding instead of NAKing
+	// them (reliable=, AERON_RELIABLE_STREAM); group is group= (1 true,
+	// 0 false, -1 infer) and multicastDelay the NAK backoff of images
+	// with group semantics.
+	control        netip.AddrPort
+	groupTag       int64
+	hasGroupTag    bool
+	reliable       bool
+	group          int8
+	multicastDelay optimalDelay
+
 	// conductor
 	subs   []*subLink
 	images []*publicationImage
@@ -140,7 +156,8 @@ func (r *receiver) onRemoveImage(e *receiveEndpoint, im *publicationImage) {
 	for i, x := range e.rimages {
 		if x == im {
 			e.rimages = append(e.rimages[:i], e.rimages[i+1:]...)
-			sm := protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: protocol.SMFlagEOS}, SessionID: im.sessionID, StreamID: im.streamID, ReceiverID: im.receiverID}
+			sm := protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: protocol.SMFlagEOS}, SessionID: im.sessionID, StreamID: im.streamID,
+				ReceiverID: im.receiverID, GroupTag: e.groupTag, HasGroupTag: e.hasGroupTag}
 			n, _ := sm.Encode(im.ctl[:])
 			e.sendTo(r, im.source, im.ctl[:n])
 			break
@@ -180,6 +197,9 @@ func (e *receiveEndpoint) image(sessionID, streamID int32) *publicationImage {
 }
 
 func (e *receiveEndpoint) sendTo(r *receiver, dest netip.AddrPort, b []byte) {
+	if e.control.IsValid() {
+		dest = e.control
+	}
 	e.batch[0] = b
 	if _, err := e.t.Send(dest, e.batch); err != nil {
 		r.sys[sysErrors].Add(1)
@@ -377,6 +397,7 @@ type publicationImage struct {
 	scanFound              bool
 	onGap                  logbuffer.GapHandler
 	lossEntry              int
+	group                  bool // group semantics: multicast NAK backoff (fixed at creation)
 
 	// shared
 	lastPacketNs atomic.Int64
@@ -401,7 +422,7 @@ type publicationImage struct {
 	source          netip.AddrPort
 	hwmPosition     int64
 	smSent, nakSent int64
-	ctl             [protocol.StatusMessageHeaderLength]byte
+	ctl             [protocol.StatusMessageGroupTagLength]byte
 }
 
 func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, from netip.AddrPort) (*publicationImage, error) {
@@ -421,6 +442,7 @@ func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, fr
 	im.eosPosition.Store(math.MaxInt64)
 	im.window = min(im.termLength/2, int64(c.cfg.InitialWindowLength))
 	im.onGap = im.recordGap
+	im.group = e.imageGroup(s.Flags)
 	m := log.Metadata()
 	m.SetCorrelationID(regID)
 	m.SetInitialTermID(s.InitialTermID)
@@ -634,7 +656,7 @@ func (im *publicationImage) trackRebuild(c *conductor) int {
 func (im *publicationImage) onLoss(c *conductor) int {
 	if !im.gapActive || im.gapTermID != im.scanTermID || im.gapOffset != im.scanOffset {
 		im.gapActive, im.gapTermID, im.gapOffset, im.gapLength = true, im.scanTermID, im.scanOffset, im.scanLength
-		im.gapDeadline = c.nowNs + nakUnicastDelayNs
+		im.gapDeadline = c.nowNs + im.nakDelay(false)
 		im.reportLoss(c)
 		return 0
 	}
@@ -648,7 +670,7 @@ func (im *publicationImage) onLoss(c *conductor) int {
 	im.lossOffset.Store(im.gapOffset)
 	im.lossLength.Store(im.gapLength)
 	im.lossEnd.Store(n)
-	im.gapDeadline = c.nowNs + nakUnicastDelayNs*nakUnicastRetryRatio
+	im.gapDeadline = c.nowNs + im.nakDelay(true)
 	return 1
 }
 
@@ -711,7 +733,13 @@ func (im *publicationImage) sendPending(r *receiver) int {
 	}
 	if end := im.lossEnd.Load(); end != im.nakSent {
 		termID, off, length := im.lossTermID.Load(), im.lossOffset.Load(), im.lossLength.Load()
-		if im.lossBegin.Load() == end {
+		if im.lossBegin.Load() == end && !im.e.reliable {
+			// reliable=false: the receiver, which writes the term, fills
+			// the gap with padding instead (send_pending_loss's else)
+			im.fillGap(r, termID, off, length)
+			im.nakSent = end
+			work++
+		} else if im.lossBegin.Load() == end {
 			nak := protocol.Nak{SessionID: im.sessionID, StreamID: im.streamID, TermID: termID, TermOffset: off, Length: length}
 			n, _ := nak.Encode(im.ctl[:])
 			im.e.sendTo(r, im.source, im.ctl[:n])
@@ -727,7 +755,8 @@ func (im *publicationImage) sendStatus(r *receiver, pos int64) {
 	sm := protocol.StatusMessage{SessionID: im.sessionID, StreamID: im.streamID,
 		ConsumptionTermID:     logbuffer.ComputeTermIDFromPosition(pos, im.positionBitsToShift, im.initialTermID),
 		ConsumptionTermOffset: logbuffer.ComputeTermOffsetFromPosition(pos, im.positionBitsToShift),
-		ReceiverWindow:        int32(im.window), ReceiverID: im.receiverID}
+		ReceiverWindow:        int32(im.window), ReceiverID: im.receiverID,
+		GroupTag: im.e.groupTag, HasGroupTag: im.e.hasGroupTag}
 	n, _ := sm.Encode(im.ctl[:])
 	im.e.sendTo(r, im.source, im.ctl[:n])
 	r.sys[sysStatusMessagesSent].Add(1)

@@ -23,7 +23,6 @@ const (
 	retransmitUnicastLinger = 10_000_000  // AERON_RETRANSMIT_UNICAST_LINGER
 	maxDatagramsPerSendDuty = 16
 	controlPollPerDuty      = 16
-	unicastRetransmitFactor = 16 // retransmit length cap: window x 16 (unicast/min flow control)
 )
 
 // networkPublication is a publication on a network medium
@@ -44,6 +43,9 @@ type networkPublication struct {
 	t     Transport
 	dest  netip.AddrPort
 	media uri.Media
+	// fc is unicast max until addNetworkPublication picks the channel's
+	// strategy, before the sender gets the publication; then the sender's.
+	fc flowControl
 
 	// aeron-spy: subscribers (conductor); spyPositions gives their
 	// positions to the sender for spies-simulate-connection
@@ -88,16 +90,15 @@ type networkPublication struct {
 	// AERON_SPIES_SIMULATE_CONNECTION, fixed at creation
 	simulateConnection bool
 
-	// unicast retransmit handler: one action, lingering after a resend
-	rtxActive            bool
-	rtxTermID, rtxOffset int32
-	rtxLength            int32
-	rtxLingerDeadline    int64
-	sendBatch            [][]byte
-	ctl                  [protocol.SetupHeaderLength]byte
-	hb                   [protocol.DataHeaderLength]byte
-	recvFn               RecvFunc
-	s                    *sender
+	rtx       retransmitHandler // one action for unicast; addNetworkPublication gives multicast a pool
+	group     bool              // group semantics (multicast): the SETUP says so
+	ttl       int32             // multicast ttl=, in SETUP
+	rcvWindow int64             // the receiver window retransmit lengths are capped in
+	sendBatch [][]byte
+	ctl       [protocol.SetupHeaderLength]byte
+	hb        [protocol.DataHeaderLength]byte
+	recvFn    RecvFunc
+	s         *sender
 }
 
 // sender is the sender agent (aeron_driver_sender.c): the send duty of
@@ -156,7 +157,9 @@ func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamI
 		positionBitsToShift: logbuffer.PositionBitsToShift(int32(params.termLength)), initialTermID: rand.Int32(),
 		termWindow: int64(window), pubLmtID: -1, pubPosID: -1, sndPosID: -1, sndLmtID: -1, shouldSendSetup: true,
 		simulateConnection: c.cfg.SpiesSimulateConnection,
-		sendBatch:          make([][]byte, 0, maxDatagramsPerSendDuty)}
+		sendBatch:          make([][]byte, 0, maxDatagramsPerSendDuty),
+		fc:                 &maxFlowControl{multiple: unicastFlowControlRetransmitMultiple}, rtx: newRetransmitHandler(false),
+		rcvWindow: min(int64(params.termLength)/2, int64(c.cfg.InitialWindowLength))}
 	p.recvFn = p.onControl
 	if params.hasPosition {
 		p.initialTermID = params.initialTermID
@@ -313,9 +316,10 @@ func (p *networkPublication) send(c *sender) int {
 		p.sendHeartbeat(c)
 		work++
 	}
-	if p.rtxActive && c.nowNs >= p.rtxLingerDeadline {
-		p.rtxActive = false
+	if sent == 0 {
+		p.flowControlIdle(c)
 	}
+	p.rtx.processTimeouts(c.nowNs)
 	return work
 }
 
@@ -323,9 +327,13 @@ func (p *networkPublication) sendSetup(c *sender) {
 	termID := logbuffer.ComputeTermIDFromPosition(p.senderPosition, p.positionBitsToShift, p.initialTermID)
 	s := protocol.Setup{TermOffset: logbuffer.ComputeTermOffsetFromPosition(p.senderPosition, p.positionBitsToShift),
 		SessionID: p.sessionID, StreamID: p.streamID, InitialTermID: p.initialTermID, ActiveTermID: termID,
-		TermLength: int32(p.termLength), MTU: int32(p.params.mtu), TTL: 0}
+		TermLength: int32(p.termLength), MTU: int32(p.params.mtu), TTL: p.ttl}
+	if p.group {
+		s.Flags = protocol.SetupFlagGroup
+	}
 	n, _ := s.Encode(p.ctl[:])
 	p.sendOne(c, p.ctl[:n])
+	p.setSenderLimit(p.fc.onSetup(c.nowNs, p.senderLimit))
 	p.lastSetupNs = c.nowNs
 	p.lastSendNs = c.nowNs
 }
@@ -402,26 +410,12 @@ func (p *networkPublication) onControl(_ Transport, buf []byte, from netip.AddrP
 		}
 		c.sys[sysStatusMessagesReceived].Add(1)
 		if sm.Flags&protocol.SMFlagSetup != 0 {
+			p.fc.onTriggerSendSetup(&sm)
 			p.shouldSendSetup = true
 			p.lastSetupNs = c.nowNs - setupTimeoutNs
 			return
 		}
-		if sm.Flags&protocol.SMFlagEOS != 0 {
-			return
-		}
-		// unicast flow control: snd-lmt = max(snd-lmt, sm position + window)
-		pos := logbuffer.ComputePosition(sm.ConsumptionTermID, sm.ConsumptionTermOffset, p.positionBitsToShift, p.initialTermID)
-		if lim := pos + int64(sm.ReceiverWindow); lim > p.senderLimit {
-			p.senderLimit = lim
-			p.sndLmt.Store(lim)
-		}
-		p.lastSMNs.Store(c.nowNs)
-		p.shouldSendSetup = false
-		p.hasReceivers.Store(true)
-		if !p.connected.Load() {
-			p.connected.Store(true)
-			p.log.Metadata().SetIsConnected(true)
-		}
+		p.onStatusMessage(c, &sm)
 	case protocol.TypeNak:
 		var nak protocol.Nak
 		if nak.Decode(buf) != nil {
@@ -453,21 +447,26 @@ func (p *networkPublication) onControl(_ Transport, buf []byte, from netip.AddrP
 }
 
 // onNak resends the requested range at once, then lingers on it so that
-// duplicate NAKs are absorbed: the unicast retransmit handler has a single
-// action (aeron_retransmit_handler.c with max_retransmits 1).
+// duplicate NAKs are absorbed (aeron_retransmit_handler_on_nak with no
+// retransmit delay; see retransmitHandler).
 func (p *networkPublication) onNak(c *sender, termID, termOffset, length int32) {
 	if length <= 0 || termOffset < 0 || int64(termOffset) >= p.termLength || termOffset&(logbuffer.FrameAlignment-1) != 0 {
 		return
 	}
-	if p.rtxActive && p.rtxTermID == termID && termOffset < p.rtxOffset+p.rtxLength && p.rtxOffset < termOffset+length {
-		return // overlaps the range resent or lingering
+	a, overflow := p.rtx.claim(termID, termOffset)
+	if a == nil {
+		if overflow {
+			c.sys[sysRetransmitOverflow].Add(1)
+		}
+		return // inside a range resent and lingering, or no action free
 	}
 	pos := logbuffer.ComputePosition(termID, termOffset, p.positionBitsToShift, p.initialTermID)
 	maxMsg := int64(protocol.ComputeMaxMessageLength(int(p.termLength)))
 	if pos >= p.senderPosition || pos < p.senderPosition-p.termLength/2-maxMsg {
+		p.rtx.linger(a, termID, termOffset, 0, c.nowNs) // nothing resent: free at the next timeout pass
 		return
 	}
-	length = int32(min(int64(length), p.termLength-int64(termOffset), p.senderPosition-pos, p.termWindow*unicastRetransmitFactor))
+	length = int32(min(p.fc.maxRetransmissionLength(int64(termOffset), int64(length), p.termLength, p.rcvWindow), p.senderPosition-pos))
 	term := p.log.Term(logbuffer.IndexByTerm(p.initialTermID, termID))
 	off, end := termOffset, termOffset+length
 	for off < end {
@@ -479,8 +478,7 @@ func (p *networkPublication) onNak(c *sender, termID, termOffset, length int32) 
 		c.sys[sysRetransmittedBytes].Add(int64(n))
 		off += n + pad
 	}
-	p.rtxActive, p.rtxTermID, p.rtxOffset, p.rtxLength = true, termID, termOffset, length
-	p.rtxLingerDeadline = c.nowNs + retransmitUnicastLinger
+	p.rtx.linger(a, termID, termOffset, length, c.nowNs+retransmitUnicastLinger)
 	c.sys[sysRetransmitsSent].Add(1)
 }
 
@@ -514,6 +512,9 @@ func (p *networkPublication) close(c *conductor) {
 			if id >= 0 {
 				_ = c.counters.Free(id)
 			}
+		}
+		if p.fc != nil {
+			p.fc.close(c) // fc-receivers, written by the sender until now
 		}
 	}
 	if !p.handed { // never given to the sender

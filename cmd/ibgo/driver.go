@@ -38,6 +38,8 @@ func init() {
 			"   AERON_SOCKET_SO_RCVBUF, AERON_SOCKET_SO_SNDBUF   UDP socket buffers\n" +
 			"   AERON_DEBUG_SEND_DATA_LOSS_RATE, AERON_DEBUG_RECEIVE_DATA_LOSS_RATE,\n" +
 			"   AERON_DEBUG_DATA_LOSS_SEED           simulated UDP loss, for tests\n" +
+			"   IBGO_DEBUG_{SEND,RECEIVE}_DATA_{REORDER,DUPLICATE}_RATE  simulated UDP reordering and\n" +
+			"                                        duplication of DATA (ibgo only), for tests\n" +
 			"   USER                                 names the default directory",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "dir", Aliases: []string{"d"}, Usage: "Aeron directory (AERON_DIR)"},

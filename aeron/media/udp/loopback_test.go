@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -194,10 +195,17 @@ func TestPublisherDriverGoneImageUnavailable(t *testing.T) {
 }
 
 func TestLossFromEnv(t *testing.T) {
-	env := map[string]string{"AERON_DEBUG_RECEIVE_DATA_LOSS_RATE": "0.1", "AERON_DEBUG_SEND_DATA_LOSS_RATE": "0.02", "AERON_DEBUG_DATA_LOSS_SEED": "7"}
+	env := map[string]string{"AERON_DEBUG_RECEIVE_DATA_LOSS_RATE": "0.1", "AERON_DEBUG_SEND_DATA_LOSS_RATE": "0.02", "AERON_DEBUG_DATA_LOSS_SEED": "7",
+		"IBGO_DEBUG_RECEIVE_DATA_REORDER_RATE": "0.03", "IBGO_DEBUG_RECEIVE_DATA_DUPLICATE_RATE": "0.04",
+		"IBGO_DEBUG_SEND_DATA_REORDER_RATE": "0.05", "IBGO_DEBUG_SEND_DATA_DUPLICATE_RATE": "0.06"}
 	l, err := udp.LossFromEnv(func(k string) string { return env[k] })
 	require.NoError(t, err)
-	require.Equal(t, udp.Loss{ReceiveRate: 0.1, SendRate: 0.02, Seed: 7}, l)
+	require.Equal(t, udp.Loss{ReceiveRate: 0.1, SendRate: 0.02, Seed: 7, ReceiveReorderRate: 0.03, ReceiveDuplicateRate: 0.04,
+		SendReorderRate: 0.05, SendDuplicateRate: 0.06}, l)
+	env["IBGO_DEBUG_SEND_DATA_REORDER_RATE"] = "-1"
+	_, err = udp.LossFromEnv(func(k string) string { return env[k] })
+	require.ErrorContains(t, err, "IBGO_DEBUG_SEND_DATA_REORDER_RATE")
+	env["IBGO_DEBUG_SEND_DATA_REORDER_RATE"] = "0"
 	env["AERON_DEBUG_RECEIVE_DATA_LOSS_RATE"] = "2"
 	_, err = udp.LossFromEnv(func(k string) string { return env[k] })
 	require.ErrorContains(t, err, "AERON_DEBUG_RECEIVE_DATA_LOSS_RATE")
@@ -273,4 +281,307 @@ func TestSlowReceiverHoldsPublisher(t *testing.T) {
 		next++
 	}
 	waitFor(t, "every message held back", func() bool { p.sub.Poll(fh, 256); return next == sent })
+}
+
+// multicastChannel is a fresh group and port on loopback.
+func multicastChannel(t *testing.T, extra string) string {
+	return "aeron:udp?endpoint=224.0.1." + strconv.Itoa(1+2*(freePort(t)%100)) + ":" + strconv.Itoa(freePort(t)) + "|interface=127.0.0.1" + extra
+}
+
+// multicastGroup: one publisher and a subscriber in each of two more
+// drivers on one multicast channel; returns the publication and the
+// subscriptions once everything is connected.
+func multicastGroup(t *testing.T, pubExtra, subExtra [2]string, loss float64) (*client.Publication, [2]*client.Subscription, [2]*driver.Driver, *driver.Driver) {
+	base := multicastChannel(t, "")
+	pd, _ := startDriver(t, udp.Loss{}, nil)
+	var subs [2]*client.Subscription
+	var sds [2]*driver.Driver
+	for i := range subs {
+		sd, _ := startDriver(t, udp.Loss{ReceiveRate: loss, Seed: uint64(11 + i)}, nil)
+		sc := connect(t, sd.Dir())
+		sub, err := sc.AddSubscription(context.Background(), base+subExtra[i], 1001)
+		require.NoError(t, err)
+		subs[i], sds[i] = sub, sd
+	}
+	pc := connect(t, pd.Dir())
+	pub, err := pc.AddPublication(context.Background(), base+pubExtra[0], 1001)
+	require.NoError(t, err)
+	waitFor(t, "publication connected", pub.IsConnected)
+	for i := range subs {
+		waitFor(t, "image available in subscriber "+strconv.Itoa(i), subs[i].IsConnected)
+	}
+	return pub, subs, sds, pd
+}
+
+// streamTo sends n sequence-numbered messages and checks every subscriber
+// gets each once and in order.
+func streamTo(t *testing.T, pub *client.Publication, subs []*client.Subscription, n, size int) {
+	streamPaced(t, pub, subs, n, size, 0)
+}
+
+// streamPaced is streamTo waiting, after every pace messages (0: never),
+// until every subscriber has them all.
+func streamPaced(t *testing.T, pub *client.Publication, subs []*client.Subscription, n, size, pace int) {
+	msg := make([]byte, size)
+	next := make([]int, len(subs))
+	handlers := make([]client.FragmentHandler, len(subs))
+	for i := range subs {
+		handlers[i] = client.NewFragmentAssembler(func(payload []byte, h *logbuffer.Header) {
+			require.Len(t, payload, size)
+			require.Equal(t, next[i], int(binary.LittleEndian.Uint64(payload)), "subscriber %d: message out of order or duplicated", i)
+			next[i]++
+		}).Handler()
+	}
+	pollAll := func() {
+		for i, s := range subs {
+			s.Poll(handlers[i], 256)
+		}
+	}
+	end := time.Now().Add(deadline)
+	for i := 0; i < n; {
+		binary.LittleEndian.PutUint64(msg, uint64(i))
+		if pub.Offer(msg) > 0 {
+			i++
+			for pace > 0 && i%pace == 0 && slices.Min(next) < i {
+				pollAll()
+				require.False(t, time.Now().After(end), "timed out pacing: sent %d, received %v", i, next)
+			}
+		} else {
+			pollAll()
+			time.Sleep(10 * time.Microsecond)
+		}
+		require.False(t, time.Now().After(end), "timed out offering: sent %d, received %v", i, next)
+	}
+	end = time.Now().Add(deadline)
+	waitFor(t, "every message at every subscriber", func() bool {
+		require.False(t, time.Now().After(end.Add(-time.Second)), "received %v of %d", next, n)
+		pollAll()
+		for _, v := range next {
+			if v != n {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestMulticastTwoSubscribers: the default (max) flow control on a
+// multicast channel, two subscriber drivers joined on loopback. Max lets
+// the publisher run a window ahead of the fastest receiver, so a receiver
+// that lost a datagram (a full socket buffer on a loaded machine) could
+// fall out of the retransmit range, as with Aeron; the stream is paced
+// (50 messages, 14 KiB, then both catch up) so every message must arrive.
+func TestMulticastTwoSubscribers(t *testing.T) {
+	pub, subs, _, pd := multicastGroup(t, [2]string{}, [2]string{}, 0)
+	streamPaced(t, pub, subs[:], 2000, 256, 50)
+	require.Zero(t, systemCounter(t, pd, "Invalid packets"))
+}
+
+// TestMulticastMinFlowControlUnderLoss: with fc=min the publisher waits
+// for the slowest receiver, so both subscribers recover every loss.
+func TestMulticastMinFlowControlUnderLoss(t *testing.T) {
+	pub, subs, sds, pd := multicastGroup(t, [2]string{"|fc=min"}, [2]string{}, 0.05)
+	streamTo(t, pub, subs[:], 2000, 256)
+	for i, sd := range sds {
+		require.Positive(t, systemCounter(t, sd, "NAKs sent"), "subscriber driver %d NAKed", i)
+	}
+	require.Positive(t, systemCounter(t, pd, "Retransmits sent"))
+	require.EqualValues(t, 2, streamCounter(t, pd, cnc.TypeFlowControlReceivers), "fc-receivers counts both receivers")
+}
+
+// offerUntilBackPressured offers messages numbered from sent on until
+// the publication is back pressured and returns the next number.
+func offerUntilBackPressured(t *testing.T, pub *client.Publication, size, sent int) int {
+	msg := make([]byte, size)
+	end := time.Now().Add(deadline)
+	for {
+		binary.LittleEndian.PutUint64(msg, uint64(sent))
+		r := pub.Offer(msg)
+		if r > 0 {
+			sent++
+			continue
+		}
+		if r == client.BackPressured {
+			return sent
+		}
+		require.False(t, time.Now().After(end), "timed out: offer result %d", r)
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestMulticastFlowControlSlowSubscriber: a subscriber that does not poll
+// holds the publisher back under fc=min (nothing lost once it reads) but
+// not under max, where the fast subscriber gets everything.
+func TestMulticastFlowControlSlowSubscriber(t *testing.T) {
+	t.Run("min", func(t *testing.T) {
+		pub, subs, _, _ := multicastGroup(t, [2]string{"|fc=min"}, [2]string{}, 0)
+		// the fast subscriber reads; the slow one does not
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				subs[0].Poll(func([]byte, *logbuffer.Header) {}, 256)
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		defer func() { close(stop); <-done }()
+		sent := offerUntilBackPressured(t, pub, 256, 0)
+		for range 3 { // the sender drains the log up to the limit meanwhile
+			time.Sleep(100 * time.Millisecond)
+			sent = offerUntilBackPressured(t, pub, 256, sent)
+		}
+		// 64 KiB terms: receiver window 32 KiB, publication window 32 KiB.
+		require.LessOrEqual(t, sent*288, 64<<10+288, "the slow subscriber holds the publisher")
+		next := 0
+		waitFor(t, "every held-back message at the slow subscriber", func() bool {
+			subs[1].Poll(func(p []byte, _ *logbuffer.Header) {
+				require.Equal(t, next, int(binary.LittleEndian.Uint64(p)))
+				next++
+			}, 256)
+			return next == sent
+		})
+	})
+	t.Run("max", func(t *testing.T) {
+		pub, subs, _, _ := multicastGroup(t, [2]string{"|fc=max"}, [2]string{}, 0)
+		streamTo(t, pub, subs[:1], 3000, 256) // 3000 x 288 bytes: far beyond the slow subscriber's window
+	})
+}
+
+// TestMulticastTaggedFlowControl: fc=tagged,g:99/2 waits for two receivers
+// whose status messages carry group tag 99; an untagged one does not count.
+func TestMulticastTaggedFlowControl(t *testing.T) {
+	base := multicastChannel(t, "")
+	pd, _ := startDriver(t, udp.Loss{}, nil)
+	pub, err := connect(t, pd.Dir()).AddPublication(context.Background(), base+"|fc=tagged,g:99/2", 1001)
+	require.NoError(t, err)
+	var subs []*client.Subscription
+	add := func(extra string, mod func(*driver.Config)) {
+		sd, _ := startDriver(t, udp.Loss{}, mod)
+		s, err := connect(t, sd.Dir()).AddSubscription(context.Background(), base+extra, 1001)
+		require.NoError(t, err)
+		waitFor(t, "image", s.IsConnected)
+		subs = append(subs, s)
+	}
+	add("|gtag=99", nil)
+	add("", nil)
+	time.Sleep(500 * time.Millisecond)
+	require.False(t, pub.IsConnected(), "one tagged receiver of the required two")
+	require.EqualValues(t, 1, streamCounter(t, pd, cnc.TypeFlowControlReceivers))
+	add("", func(c *driver.Config) { c.Network.ReceiverGroupTag, c.Network.HasReceiverGroupTag = 99, true }) // AERON_RECEIVER_GROUP_TAG
+	waitFor(t, "connected with two tagged receivers", pub.IsConnected)
+	streamTo(t, pub, []*client.Subscription{subs[0], subs[2]}, 1000, 256)
+}
+
+// streamCounter reads the first counter of a type in a running driver.
+func streamCounter(t *testing.T, d *driver.Driver, typeID int32) int64 {
+	f, err := cnc.OpenFile(cnc.Path(d.Dir()), false)
+	require.NoError(t, err)
+	defer f.Close()
+	r, err := f.Counters()
+	require.NoError(t, err)
+	v, found := int64(0), false
+	r.ForEach(func(c cnc.Counter) bool {
+		if c.TypeID == typeID {
+			v, found = c.Value, true
+			return false
+		}
+		return true
+	})
+	require.True(t, found, "counter of type %d", typeID)
+	return v
+}
+
+// TestUnreliableGapsFilled: reliable=false on the subscription: a lost
+// datagram becomes padding after the loss delay instead of a NAK, so the
+// subscriber sees fewer messages, each once and in order, and reaches the
+// publisher's position.
+func TestUnreliableGapsFilled(t *testing.T) {
+	p := connectPair(t, 0.05, "|reliable=false")
+	const n = 3000
+	msg := make([]byte, 256)
+	got, last := 0, -1
+	fh := func(payload []byte, _ *logbuffer.Header) {
+		seq := int(binary.LittleEndian.Uint64(payload))
+		require.Greater(t, seq, last, "message out of order or duplicated")
+		last = seq
+		got++
+	}
+	end := time.Now().Add(deadline)
+	for i := 0; i < n; {
+		binary.LittleEndian.PutUint64(msg, uint64(i))
+		if p.pub.Offer(msg) > 0 {
+			i++
+		} else {
+			p.sub.Poll(fh, 64)
+			time.Sleep(10 * time.Microsecond)
+		}
+		require.False(t, time.Now().After(end), "timed out offering: sent %d", i)
+	}
+	waitFor(t, "the subscriber at the publisher's position", func() bool {
+		p.sub.Poll(fh, 256)
+		return p.sub.Images()[0].Position() == p.pub.Position()
+	})
+	require.Less(t, got, n, "lost messages are skipped, not recovered")
+	require.Greater(t, got, n*8/10)
+	require.Positive(t, systemCounter(t, p.subDriver, "Loss gap fills"))
+	require.Zero(t, systemCounter(t, p.subDriver, "NAKs sent"), "an unreliable image never NAKs")
+	require.Zero(t, systemCounter(t, p.pubDriver, "Retransmits sent"))
+}
+
+func TestReliableConflictRefused(t *testing.T) {
+	d, _ := startDriver(t, udp.Loss{}, nil)
+	c := connect(t, d.Dir())
+	ch := "aeron:udp?endpoint=127.0.0.1:" + strconv.Itoa(freePort(t))
+	_, err := c.AddSubscription(context.Background(), ch, 1)
+	require.NoError(t, err)
+	_, err = c.AddSubscription(context.Background(), ch+"|reliable=false", 2)
+	require.ErrorContains(t, err, "reliable")
+}
+
+// TestReorderDuplicateLoss: the publisher's driver reorders and
+// duplicates DATA on send, the subscriber's drops, reorders and
+// duplicates on receive; every message arrives once and in order, on
+// unicast and on multicast with fc=min.
+func TestReorderDuplicateLoss(t *testing.T) {
+	sendSide := udp.Loss{Seed: 5, SendReorderRate: 0.05, SendDuplicateRate: 0.05}
+	recvSide := func(seed uint64) udp.Loss {
+		return udp.Loss{Seed: seed, ReceiveRate: 0.05, ReceiveReorderRate: 0.05, ReceiveDuplicateRate: 0.05}
+	}
+	t.Run("unicast", func(t *testing.T) {
+		pd, pm := startDriver(t, sendSide, nil)
+		sd, sm := startDriver(t, recvSide(6), nil)
+		channel := "aeron:udp?endpoint=127.0.0.1:" + strconv.Itoa(freePort(t))
+		sub, err := connect(t, sd.Dir()).AddSubscription(context.Background(), channel, 9)
+		require.NoError(t, err)
+		pub, err := connect(t, pd.Dir()).AddPublication(context.Background(), channel, 9)
+		require.NoError(t, err)
+		waitFor(t, "connected", func() bool { return pub.IsConnected() && sub.IsConnected() })
+		p := &pair{pubDriver: pd, subDriver: sd, pub: pub, sub: sub}
+		p.stream(t, 3000, 256)
+		for _, m := range []*udp.Media{pm, sm} {
+			require.Positive(t, m.Reordered.Load())
+			require.Positive(t, m.Duplicated.Load())
+		}
+		require.Positive(t, sm.Dropped.Load())
+	})
+	t.Run("multicast", func(t *testing.T) {
+		base := multicastChannel(t, "|fc=min")
+		pd, _ := startDriver(t, sendSide, nil)
+		var subs []*client.Subscription
+		for i := range 2 {
+			sd, _ := startDriver(t, recvSide(uint64(7+i)), nil)
+			s, err := connect(t, sd.Dir()).AddSubscription(context.Background(), base, 9)
+			require.NoError(t, err)
+			subs = append(subs, s)
+		}
+		pub, err := connect(t, pd.Dir()).AddPublication(context.Background(), base, 9)
+		require.NoError(t, err)
+		waitFor(t, "connected", func() bool { return pub.IsConnected() && subs[0].IsConnected() && subs[1].IsConnected() })
+		streamTo(t, pub, subs, 3000, 256)
+	})
 }

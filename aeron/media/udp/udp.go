@@ -1,6 +1,6 @@
 // Package udp is the UDP binding of the media driver's media seam
-// (driver.Media): unicast endpoints over the Go net package, plus the test
-// loss generator of Aeron's debug bindings.
+// (driver.Media): unicast and multicast endpoints over the Go net package,
+// plus the test loss generator of Aeron's debug bindings.
 package udp
 
 import (
@@ -23,15 +23,27 @@ import (
 // rate on receive and/or send, deterministically for a seed. Aeron's Java
 // debug driver has the same knobs (aeron.debug.receive.data.loss.rate …);
 // ibgo reads them from AERON_DEBUG_RECEIVE_DATA_LOSS_RATE,
-// AERON_DEBUG_SEND_DATA_LOSS_RATE and AERON_DEBUG_DATA_LOSS_SEED. A plain
-// value.
+// AERON_DEBUG_SEND_DATA_LOSS_RATE and AERON_DEBUG_DATA_LOSS_SEED.
+//
+// Aeron's debug bindings and the C driver's loss interceptors (loss,
+// fixed-loss, multi-gap-loss) only drop; ibgo also reorders and duplicates
+// DATA datagrams, with its own variables IBGO_DEBUG_{RECEIVE,SEND}_DATA_REORDER_RATE
+// and IBGO_DEBUG_{RECEIVE,SEND}_DATA_DUPLICATE_RATE. A reordered datagram
+// is held back and delivered (or sent) right after the next datagram of any
+// kind; a duplicated one is delivered (sent) twice. A plain value.
 type Loss struct {
 	ReceiveRate, SendRate float64 // 0..1
 	Seed                  uint64
+
+	ReceiveReorderRate, ReceiveDuplicateRate float64 // 0..1, ibgo only
+	SendReorderRate, SendDuplicateRate       float64 // 0..1, ibgo only
 }
 
-// Enabled reports whether any loss is configured.
-func (l Loss) Enabled() bool { return l.ReceiveRate > 0 || l.SendRate > 0 }
+// Enabled reports whether any loss, reordering or duplication is configured.
+func (l Loss) Enabled() bool {
+	return l.ReceiveRate > 0 || l.SendRate > 0 || l.ReceiveReorderRate > 0 || l.ReceiveDuplicateRate > 0 ||
+		l.SendReorderRate > 0 || l.SendDuplicateRate > 0
+}
 
 // LossFromEnv reads the loss generator settings (getenv: os.Getenv when nil).
 func LossFromEnv(getenv func(string) string) (Loss, error) {
@@ -55,6 +67,14 @@ func LossFromEnv(getenv func(string) string) (Loss, error) {
 	if err := rate("AERON_DEBUG_SEND_DATA_LOSS_RATE", &l.SendRate); err != nil {
 		return l, err
 	}
+	for name, dst := range map[string]*float64{
+		"IBGO_DEBUG_RECEIVE_DATA_REORDER_RATE": &l.ReceiveReorderRate, "IBGO_DEBUG_RECEIVE_DATA_DUPLICATE_RATE": &l.ReceiveDuplicateRate,
+		"IBGO_DEBUG_SEND_DATA_REORDER_RATE": &l.SendReorderRate, "IBGO_DEBUG_SEND_DATA_DUPLICATE_RATE": &l.SendDuplicateRate,
+	} {
+		if err := rate(name, dst); err != nil {
+			return l, err
+		}
+	}
 	if v := getenv("AERON_DEBUG_DATA_LOSS_SEED"); v != "" {
 		s, err := strconv.ParseUint(v, 0, 64)
 		if err != nil {
@@ -69,8 +89,8 @@ func LossFromEnv(getenv func(string) string) (Loss, error) {
 type Media struct {
 	loss Loss
 	n    atomic.Uint64 // transports opened, to vary the loss stream per transport
-	// Dropped counts datagrams the loss generator dropped.
-	Dropped atomic.Int64
+	// Dropped, Reordered and Duplicated count what the loss generator did.
+	Dropped, Reordered, Duplicated atomic.Int64
 }
 
 // New returns the udp medium with the given loss generator (zero: none).
@@ -79,15 +99,26 @@ func New(loss Loss) *Media { return &Media{loss: loss} }
 // Name is "udp".
 func (m *Media) Name() string { return string(uri.MediaUDP) }
 
-// Open binds a UDP socket to bind (port 0: ephemeral) for a unicast
-// channel. Multicast needs group membership this binding does not do yet.
+// Open binds a UDP socket to bind (port 0: ephemeral). A multicast bind
+// address is a group: the socket binds the wildcard address on its port
+// (address reuse on, so several subscribers and drivers on one host share
+// it), joins the group on the channel's interface and sends through that
+// interface with the channel's TTL, as aeron_udp_channel_transport_init
+// does. A sender binds the control group (data group + 1) and sends to the
+// data group (connect); a receiver binds the data group.
 func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.TransportParams, aff driver.Affinity) (driver.Transport, error) {
-	if bind.Addr().IsMulticast() || connect.Addr().IsMulticast() {
-		return nil, errors.New("udp: multicast endpoints are not supported by this binding yet")
+	if connect.Addr().IsMulticast() && !bind.Addr().IsMulticast() {
+		return nil, fmt.Errorf("udp: multicast destination %s needs a multicast control address to bind, not %s", connect, bind)
 	}
 	conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(bind))
 	if err != nil {
 		return nil, fmt.Errorf("udp: bind %s: %w", bind, err)
+	}
+	if bind.Addr().IsMulticast() {
+		if err := joinGroup(conn, ch, bind.Addr(), p.MulticastTTL); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
 	}
 	if p.SocketRcvbuf > 0 {
 		_ = conn.SetReadBuffer(p.SocketRcvbuf)
@@ -104,6 +135,10 @@ func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.
 	if m.loss.Enabled() {
 		seq := m.n.Add(1)
 		t.rng = rand.New(rand.NewPCG(m.loss.Seed, seq))
+		t.orng = rand.New(rand.NewPCG(m.loss.Seed^0x5bd1e995, seq))
+		if m.loss.SendReorderRate > 0 {
+			t.sendHeld = make([]byte, 0, mtu)
+		}
 	}
 	go t.readLoop()
 	return t, nil
@@ -133,9 +168,15 @@ type transport struct {
 	rng     *rand.Rand // loss generator, used by the owning agent only
 	rrng    *rand.Rand
 	rmu     sync.Mutex
+	orng    *rand.Rand // receive reorder/duplicate, used by readLoop only
+	// send side reordering: one datagram held back, sent after the next
+	sendHeld     []byte
+	sendHeldTo   netip.AddrPort
+	sendHeldLive bool
 }
 
 func (t *transport) readLoop() {
+	var held *datagram // receive reordering: delivered after the next datagram
 	for {
 		var d *datagram
 		select {
@@ -156,7 +197,28 @@ func (t *transport) readLoop() {
 			continue
 		}
 		d.n, d.from = n, from
+		if t.orng != nil && isData(d.buf[:n]) {
+			l := &t.m.loss
+			if l.ReceiveDuplicateRate > 0 && t.orng.Float64() < l.ReceiveDuplicateRate {
+				select {
+				case dup := <-t.free:
+					dup.n, dup.from = copy(dup.buf, d.buf[:n]), from
+					t.full <- dup
+					t.m.Duplicated.Add(1)
+				default: // no buffer free: no duplicate this time
+				}
+			}
+			if held == nil && l.ReceiveReorderRate > 0 && t.orng.Float64() < l.ReceiveReorderRate {
+				held = d
+				t.m.Reordered.Add(1)
+				continue
+			}
+		}
 		t.full <- d
+		if held != nil {
+			t.full <- held
+			held = nil
+		}
 	}
 }
 
@@ -189,12 +251,30 @@ func (t *transport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error) {
 		dest = t.connect
 	}
 	for i, d := range datagrams {
-		if t.rng != nil && t.m.loss.SendRate > 0 && isData(d) && t.rng.Float64() < t.m.loss.SendRate {
-			t.m.Dropped.Add(1)
-			continue
+		if t.rng != nil && isData(d) {
+			l := &t.m.loss
+			if l.SendRate > 0 && t.rng.Float64() < l.SendRate {
+				t.m.Dropped.Add(1)
+				continue
+			}
+			if l.SendDuplicateRate > 0 && t.rng.Float64() < l.SendDuplicateRate {
+				if _, err := t.conn.WriteToUDPAddrPort(d, dest); err == nil {
+					t.m.Duplicated.Add(1)
+				}
+			}
+			if !t.sendHeldLive && l.SendReorderRate > 0 && len(d) <= cap(t.sendHeld) && t.rng.Float64() < l.SendReorderRate {
+				t.sendHeld = append(t.sendHeld[:0], d...)
+				t.sendHeldTo, t.sendHeldLive = dest, true
+				t.m.Reordered.Add(1)
+				continue
+			}
 		}
 		if _, err := t.conn.WriteToUDPAddrPort(d, dest); err != nil {
 			return i, fmt.Errorf("udp: send to %s: %w", dest, err)
+		}
+		if t.sendHeldLive {
+			t.sendHeldLive = false
+			_, _ = t.conn.WriteToUDPAddrPort(t.sendHeld, t.sendHeldTo)
 		}
 	}
 	return len(datagrams), nil

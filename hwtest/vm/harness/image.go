@@ -33,8 +33,8 @@ var kernelMeta = map[string]string{
 }
 
 // userPackages is the guest userspace: busybox, rdma-core's tools and
-// libraries with the rxe provider, perftest, iproute2, and their library
-// closure (checked at build time: a library outside these packages fails the
+// libraries with the rxe provider, perftest, iproute2 (ip, and tc for netem
+// loss/reordering on the two-guest link), and their library closure (checked at build time: a library outside these packages fails the
 // build, naming the library).
 var userPackages = []string{
 	"busybox-static",
@@ -43,6 +43,7 @@ var userPackages = []string{
 	"iproute2",
 	"libc6", "libgcc-s1", "libnl-3-200", "libnl-route-3-200", "libpci3", "libudev1",
 	"zlib1g", "libbpf1", "libelf1", "libmnl0", "libbsd0", "libmd0", "libcap2",
+	"libxtables12", // tc
 }
 
 // guestBinaries are copied with their shared-library closure.
@@ -54,7 +55,7 @@ var guestBinaries = []string{
 	"usr/bin/ib_send_bw", "usr/bin/ib_send_lat", "usr/bin/ib_atomic_bw", "usr/bin/ib_atomic_lat",
 	"usr/bin/rping", "usr/bin/ucmatose", "usr/bin/udaddy", "usr/bin/mckey", "usr/bin/rdma_server",
 	"usr/bin/rdma_client", "usr/bin/cmtime", "usr/bin/udpong", "usr/bin/rstream",
-	"usr/bin/rdma", "sbin/ip",
+	"usr/bin/rdma", "sbin/ip", "sbin/tc",
 }
 
 // dlopened libraries (not in DT_NEEDED) that must be present.
@@ -69,6 +70,7 @@ var guestModules = []struct{ name, args string }{
 	{"crc32_generic", ""}, {"crc32_pclmul", ""}, // rxe's ICRC asks the crypto API for crc32
 	{"rdma_rxe", ""}, {"ib_uverbs", ""}, {"rdma_ucm", ""}, {"ib_umad", ""},
 	{"dummy", "numdummies=0"}, {"veth", ""},
+	{"sch_netem", ""}, // tc qdisc ... netem: loss, delay, reordering, duplication
 	{"virtio_pci", ""}, {"virtio_net", ""}, // the two-guest link
 	{"9pnet_virtio", ""}, {"9p", ""}, // the optional output share
 }
