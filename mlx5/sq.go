@@ -215,7 +215,7 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 		if err != nil {
 			break
 		}
-		if wr.Flags&uverbs.SendInline != 0 && len(wr.SGL) > 0 {
+		if wr.InlineData != nil || wr.Flags&uverbs.SendInline != 0 && len(wr.SGL) > 0 {
 			sz, e := s.setInline(wr, seg)
 			if e == syscall.ENOMEM {
 				err = postErr("post send", e, "inline data exceeds the QP's max_inline_data %d", s.maxInline)
@@ -265,6 +265,26 @@ func setRaddrSeg(p unsafe.Pointer, addr uint64, rkey uint32) {
 // of the ring).
 func (s *sendQueue) setInline(wr *uverbs.SendWR, seg unsafe.Pointer) (uint32, syscall.Errno) {
 	p := unsafe.Add(seg, 4)
+	if wr.InlineData != nil {
+		// The bytes themselves (uverbs.SendWR.InlineData: the extended
+		// API's ibv_wr_set_inline_data), not an SGE in registered memory.
+		src := wr.InlineData
+		n := len(src)
+		if n > s.maxInline {
+			return 0, syscall.ENOMEM
+		}
+		if n == 0 {
+			return 0, 0
+		}
+		if room := int(uintptr(s.end) - uintptr(p)); n > room {
+			copy(unsafe.Slice((*byte)(p), room), src[:room])
+			src = src[room:]
+			p = s.buf
+		}
+		copy(unsafe.Slice((*byte)(p), len(src)), src)
+		put32(seg, 0, uint32(n)|inlineSegFlag)
+		return uint32(n+4+15) / 16, 0
+	}
 	if len(wr.SGL) == 1 {
 		// The common case: one SGE that fits before the ring's end.
 		n := int(wr.SGL[0].Length)
