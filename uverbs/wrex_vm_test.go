@@ -538,3 +538,61 @@ func BenchmarkQPExPostPoll(bm *testing.B) {
 		}
 	}
 }
+
+// test_qpex.py's bad flows on a UD QP created for the extended API
+// (QpExUDSend): receive and extended send in RESET are EINVAL, a full
+// receive queue is ENOMEM, a receive with more SGEs than the QP takes is
+// EINVAL.
+func TestQPExBadFlows(t *testing.T) {
+	b := newBed(t)
+	cq := b.exCQ(64)
+	ops := uverbs.SendOpSend | uverbs.SendOpSendWithImm
+	_, mr := b.mem(8192, allAccess)
+	ah, err := b.pd.CreateAH(uverbs.RoCEAH(1, b.gidx, b.gid))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, ah.Close()) })
+	up := func() *uverbs.QP {
+		qp := b.exQP(uverbs.QPTypeUD, cq, ops)
+		require.NoError(t, qp.Connect(uverbs.Endpoint{}, 0, uverbs.ConnectParams{QKey: 0x11111111}))
+		return qp
+	}
+
+	// test_post_receive_qp_state_bad_flow
+	qp := up()
+	require.NoError(t, qp.Reset())
+	_, err = qp.PostRecv([]uverbs.RecvWR{{WRID: 1, SGL: []uverbs.SGE{mr.SGE(0, 100)}}})
+	require.ErrorIs(t, err, unix.EINVAL)
+
+	// test_post_send_qp_state_bad_flow: the kernel refuses the doorbell.
+	qp = up()
+	require.NoError(t, qp.Reset())
+	x := qp.Ex()
+	x.Start()
+	x.WRID, x.Flags = 2, uverbs.SendSignaled
+	x.Send()
+	x.SetUDAddr(ah, qp.QPN(), 0x11111111)
+	x.SetSGE(mr.LKey(), mr.Addr(), 100)
+	require.ErrorIs(t, x.Complete(), unix.EINVAL)
+
+	// test_full_rq_bad_flow
+	qp = up()
+	attr, _, err := qp.Query(uverbs.QPAttrCap)
+	require.NoError(t, err)
+	var full error
+	for i := 0; i <= int(attr.Cap.MaxRecvWR); i++ {
+		if _, full = qp.PostRecv([]uverbs.RecvWR{{WRID: uint64(i), SGL: []uverbs.SGE{mr.SGE(0, 100)}}}); full != nil {
+			require.Equal(t, int(attr.Cap.MaxRecvWR), i, "only the receive past max_recv_wr %d fails", attr.Cap.MaxRecvWR)
+			break
+		}
+	}
+	require.ErrorIs(t, full, unix.ENOMEM)
+
+	// test_rq_with_larger_sgl_bad_flow
+	sgl := make([]uverbs.SGE, qp.Cap().MaxRecvSGE+1)
+	for i := range sgl {
+		sgl[i] = mr.SGE(i*8, 8)
+	}
+	qp = up()
+	_, err = qp.PostRecv([]uverbs.RecvWR{{WRID: 9, SGL: sgl}})
+	require.ErrorIs(t, err, unix.EINVAL)
+}
