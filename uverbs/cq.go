@@ -126,7 +126,9 @@ type CQInitAttr struct {
 // two goroutines at once on providers that keep the consumer index unlocked
 // (rxe locks; see the provider's documentation). Resize excludes Poll for
 // the duration of the resize command (CQDriver.ResizeData/Resized), and
-// Close makes later Polls return ErrClosed.
+// Close makes later Polls return ErrClosed. The extended poll (StartPoll ..
+// EndPoll and the Read* getters) keeps its current completion in the CQ, so
+// it and Poll are used by one goroutine at a time, as in rdma-core.
 type CQ struct {
 	object
 	drv        CQDriver

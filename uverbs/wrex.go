@@ -139,14 +139,16 @@ func checkSendOps(c *Context, attr *QPInitAttr) error {
 // posts nothing, as rdma-core's providers do.
 //
 // The batch is kept in memory the QPEx owns (sized from the QP's caps when
-// the QP was created) and handed to the provider's PostSend at Complete, so
+// the QP was created, bounded by maxExBatch work requests and maxExInline
+// inline bytes) and handed to the provider's PostSend at Complete, so
 // every provider's own WQE builder is used; nothing allocates between
 // Start and Complete. Inline data is copied when it is set, so the caller's
 // buffers may be reused at once.
 //
 // Concurrency: Start takes the QPEx's lock and Complete or Abort releases
 // it, so one goroutine at a time builds a batch and others wait in Start;
-// WRID and Flags belong to that goroutine between Start and Complete.
+// the builders, setters, WRID and Flags belong to that goroutine between
+// Start and Complete, and only it may call Complete or Abort.
 // PostSend on the same QP remains usable concurrently.
 type QPEx struct {
 	// WRID and Flags go into each work request begun after they are set
@@ -172,8 +174,18 @@ type QPEx struct {
 // builder in the batch.
 var ErrNoWR = errors.New("no work request begun in this batch")
 
+// A batch holds at most maxExBatch work requests and maxExInline inline
+// bytes (or one work request's worth, if more), whatever the send queue's
+// depth: the QPEx allocates its batch memory when the QP is created, and a
+// QP of a million entries should not cost hundreds of MiB up front. A
+// batch past either limit fails at Complete with ENOMEM/ENOSPC.
+const (
+	maxExBatch  = 4096
+	maxExInline = 1 << 20
+)
+
 func newQPEx(qp *QP, ops SendOps) *QPEx {
-	depth := int(qp.cap.MaxSendWR)
+	depth := min(int(qp.cap.MaxSendWR), maxExBatch)
 	if depth < 1 {
 		depth = 1
 	}
@@ -187,7 +199,7 @@ func newQPEx(qp *QP, ops SendOps) *QPEx {
 	if ops&SendOpAtomicWrite != 0 && inl < 8 {
 		inl = 8 // the 8 bytes of an ATOMIC_WRITE are staged here too
 	}
-	x.inl = make([]byte, depth*inl)
+	x.inl = make([]byte, max(min(depth*inl, maxExInline), inl))
 	return x
 }
 
@@ -267,7 +279,8 @@ func (x *QPEx) begin(op SendOps, opcode WROpcode) *SendWR {
 		return nil
 	}
 	if x.n == len(x.wrs) {
-		x.fail(fmt.Errorf("%w: more than %d work requests in one batch (the send queue's depth)", sys.NewErrno(sys.ENOMEM), len(x.wrs)))
+		x.fail(fmt.Errorf("%w: more than %d work requests in one batch (the send queue's depth, at most %d)",
+			sys.NewErrno(sys.ENOMEM), len(x.wrs), maxExBatch))
 		return nil
 	}
 	w := &x.wrs[x.n]

@@ -305,3 +305,13 @@ func TestCheckWCFlags(t *testing.T) {
 		require.ErrorIs(t, checkWCFlags(&CQInitAttr{WCFlags: f}), ErrNotSupported, "%#x", uint64(f))
 	}
 }
+
+// A deep send queue does not make the QPEx allocate its depth up front.
+func TestQPExBatchMemoryIsBounded(t *testing.T) {
+	x, _ := newRecQPEx(t, QPTypeRC, SendOpSend, QPCap{MaxSendWR: 1 << 20, MaxSendSGE: 2, MaxInlineData: 1024})
+	require.Len(t, x.wrs, maxExBatch)
+	require.Len(t, x.sges, maxExBatch*2)
+	require.Len(t, x.inl, maxExInline)
+	x, _ = newRecQPEx(t, QPTypeRC, SendOpAtomicWrite, QPCap{MaxSendWR: 4})
+	require.Len(t, x.inl, 4*8, "room for the 8 bytes of each ATOMIC_WRITE without inline caps")
+}
