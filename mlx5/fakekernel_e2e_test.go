@@ -442,7 +442,7 @@ func TestFakeKernelUD(t *testing.T) {
 // with ErrNotSupported before any command reaches the kernel, and a bind or
 // invalidate work request is refused at post, nothing rung.
 func TestFakeKernelRefusesMemoryWindows(t *testing.T) {
-	p := newFKPair(t, 8, 8, 16, false)
+	p := newFKPair(t, true, 8, 8, 16, false)
 	for _, typ := range []uverbs.MWType{uverbs.MWType1, uverbs.MWType2} {
 		mw, err := p.pd.AllocMW(typ)
 		require.ErrorIs(t, err, uverbs.ErrNotSupported, "%s", typ)

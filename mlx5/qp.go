@@ -35,6 +35,23 @@ type qp struct {
 	rcq   *cq
 }
 
+// SupportedSendOps are the operations the extended work-request API
+// (uverbs.QPEx) can post on an mlx5 QP: those its WQE builder encodes
+// (uverbs.QPEx hands its batch to PostSend). rdma-core's mlx5 has more
+// (LOCAL_INV, BIND_MW, TSO, its own DC/UMR ops); ibgo's builder does not.
+func (c *Context) SupportedSendOps(t uverbs.QPType) uverbs.SendOps {
+	switch t {
+	case uverbs.QPTypeRC:
+		return uverbs.SendOpRDMAWrite | uverbs.SendOpRDMAWriteWithImm | uverbs.SendOpSend | uverbs.SendOpSendWithImm |
+			uverbs.SendOpRDMARead | uverbs.SendOpAtomicCmpAndSwp | uverbs.SendOpAtomicFetchAdd | uverbs.SendOpSendWithInv
+	case uverbs.QPTypeUC:
+		return uverbs.SendOpRDMAWrite | uverbs.SendOpRDMAWriteWithImm | uverbs.SendOpSend | uverbs.SendOpSendWithImm
+	case uverbs.QPTypeUD:
+		return uverbs.SendOpSend | uverbs.SendOpSendWithImm
+	}
+	return 0
+}
+
 // NewQP mirrors rdma-core verbs.c: create_qp for RC, UC and UD: the buffer
 // (RQ first, SQ after it), a doorbell record, a user index (cqe_version 1)
 // and MLX5_QP_FLAG_SCATTER_CQE, as libmlx5 sets by default. Like libmlx5 it

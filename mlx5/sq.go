@@ -226,12 +226,13 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 		if fail != 0 {
 			break
 		}
-		if flags&uverbs.SendInline != 0 && len(sgl) > 0 {
+		if wr.InlineData != nil || flags&uverbs.SendInline != 0 && len(sgl) > 0 {
 			var sz uint32
 			var e syscall.Errno
-			if sg := &sgl[0]; len(sgl) == 1 && sg.Length != 0 && int(sg.Length) <= maxInline &&
-				uintptr(seg)+4+uintptr(sg.Length) <= uintptr(end) {
+			if wr.InlineData == nil && len(sgl) == 1 && sgl[0].Length != 0 && int(sgl[0].Length) <= maxInline &&
+				uintptr(seg)+4+uintptr(sgl[0].Length) <= uintptr(end) {
 				// The common case: one SGE that fits before the ring's end.
+				sg := &sgl[0]
 				n := int(sg.Length)
 				if src := local(sg.LKey, sg.Addr, n); src != nil {
 					copySmall(unsafe.Add(seg, 4), unsafe.Pointer(unsafe.SliceData(src)), n)
@@ -359,6 +360,26 @@ func setRaddrSeg(p unsafe.Pointer, addr uint64, rkey uint32) {
 // of the ring).
 func (s *sendQueue) setInline(wr *uverbs.SendWR, seg unsafe.Pointer) (uint32, syscall.Errno) {
 	p := unsafe.Add(seg, 4)
+	if wr.InlineData != nil {
+		// The bytes themselves (uverbs.SendWR.InlineData: the extended
+		// API's ibv_wr_set_inline_data), not an SGE in registered memory.
+		src := wr.InlineData
+		n := len(src)
+		if n > s.maxInline {
+			return 0, syscall.ENOMEM
+		}
+		if n == 0 {
+			return 0, 0
+		}
+		if room := int(uintptr(s.end) - uintptr(p)); n > room {
+			copy(unsafe.Slice((*byte)(p), room), src[:room])
+			src = src[room:]
+			p = s.buf
+		}
+		copy(unsafe.Slice((*byte)(p), len(src)), src)
+		put32(seg, 0, uint32(n)|inlineSegFlag)
+		return uint32(n+4+15) / 16, 0
+	}
 	if len(wr.SGL) == 1 {
 		// The common case: one SGE that fits before the ring's end.
 		n := int(wr.SGL[0].Length)

@@ -41,6 +41,7 @@ type qp struct {
 	sq, rq wq
 	ssn    uint32
 	hasRQ  bool
+	ops    uverbs.SendOps // QPInitAttr.SendOps: FLUSH and ATOMIC_WRITE need theirs
 
 	// doorbell is the POST_SEND command with zero work requests that tells
 	// the kernel to process the send queue (rxe.c: post_send_db); it lives in
@@ -56,8 +57,26 @@ type qp struct {
 	local func(lkey uint32, addr uint64, n int) []byte
 }
 
+// SupportedSendOps mirrors rxe.c: check_qp_init_attr's
+// RXE_SUP_{RC,UC,UD}_QP_SEND_OPS_FLAGS, without LOCAL_INV and BIND_MW, which
+// ibgo's rxe work-request builder does not encode.
+func (c *context) SupportedSendOps(t uverbs.QPType) uverbs.SendOps {
+	switch t {
+	case uverbs.QPTypeRC:
+		return uverbs.SendOpRDMAWrite | uverbs.SendOpRDMAWriteWithImm | uverbs.SendOpSend | uverbs.SendOpSendWithImm |
+			uverbs.SendOpRDMARead | uverbs.SendOpAtomicCmpAndSwp | uverbs.SendOpAtomicFetchAdd | uverbs.SendOpSendWithInv |
+			uverbs.SendOpFlush | uverbs.SendOpAtomicWrite
+	case uverbs.QPTypeUC:
+		return uverbs.SendOpRDMAWrite | uverbs.SendOpRDMAWriteWithImm | uverbs.SendOpSend | uverbs.SendOpSendWithImm |
+			uverbs.SendOpSendWithInv
+	case uverbs.QPTypeUD:
+		return uverbs.SendOpSend | uverbs.SendOpSendWithImm
+	}
+	return 0
+}
+
 func (c *context) NewQP(attr *uverbs.QPInitAttr) (uverbs.QPDriver, error) {
-	return &qp{typ: attr.Type, hasRQ: attr.SRQ == nil}, nil
+	return &qp{typ: attr.Type, hasRQ: attr.SRQ == nil, ops: attr.SendOps}, nil
 }
 
 // The kernel wants no driver request (inlen must be 0) and room for
@@ -158,26 +177,23 @@ func sendErr(what string, args ...any) error {
 	return &uverbs.Error{Op: "post send", Err: fmt.Errorf("%w: "+what, append([]any{sys.NewErrno(sys.EINVAL)}, args...)...)}
 }
 
-// postOneSend mirrors rxe.c: validate_send_wr, convert_send_wr, init_send_wqe.
+// postOneSend mirrors rxe.c: validate_send_wr, convert_send_wr, init_send_wqe,
+// and for FLUSH and ATOMIC_WRITE (which rdma-core posts only through the
+// extended API) wr_flush and wr_atomic_write.
 func (q *qp) postOneSend(r *ring, wr *uverbs.SendWR) error {
+	sgl := wr.SGL
 	length := 0
-	for i := range wr.SGL {
-		length += int(wr.SGL[i].Length)
-	}
-	if len(wr.SGL) > q.sq.maxSGE {
-		return sendErr("%d SGEs, the QP takes %d", len(wr.SGL), q.sq.maxSGE)
-	}
-	inline := wr.Flags&uverbs.SendInline != 0
-	if inline {
-		if length > q.sq.maxInline {
-			return sendErr("%d bytes inline, the QP takes %d", length, q.sq.maxInline)
+	if wr.InlineData != nil {
+		sgl, length = nil, len(wr.InlineData) // the payload is the bytes themselves
+	} else {
+		for i := range sgl {
+			length += int(sgl[i].Length)
 		}
-		if sendWQESize+length > r.elemSize {
-			return sendErr("%d bytes inline do not fit a %d-byte WQE", length, r.elemSize)
-		}
-	} else if sendWQESize+len(wr.SGL)*sgeSize > r.elemSize {
-		return sendErr("%d SGEs do not fit a %d-byte WQE", len(wr.SGL), r.elemSize)
 	}
+	if len(sgl) > q.sq.maxSGE {
+		return sendErr("%d SGEs, the QP takes %d", len(sgl), q.sq.maxSGE)
+	}
+	inline := wr.Flags&uverbs.SendInline != 0 || wr.InlineData != nil
 	switch wr.Opcode {
 	case uverbs.WRSend, uverbs.WRSendWithImm:
 	case uverbs.WRRDMAWrite, uverbs.WRRDMAWriteWithImm:
@@ -217,8 +233,20 @@ func (q *qp) postOneSend(r *ring, wr *uverbs.SendWR) error {
 		if q.typ != uverbs.QPTypeRC {
 			return sendErr("%s needs an RC QP", wr.Opcode)
 		}
+	case uverbs.WRFlush, uverbs.WRAtomicWrite:
+		return q.postFlushOrAtomicWrite(r, wr)
 	default:
 		return sendErr("opcode %s is not supported", wr.Opcode)
+	}
+	if inline {
+		if length > q.sq.maxInline {
+			return sendErr("%d bytes inline, the QP takes %d", length, q.sq.maxInline)
+		}
+		if sendWQESize+length > r.elemSize {
+			return sendErr("%d bytes inline do not fit a %d-byte WQE", length, r.elemSize)
+		}
+	} else if sendWQESize+len(sgl)*sgeSize > r.elemSize {
+		return sendErr("%d SGEs do not fit a %d-byte WQE", len(sgl), r.elemSize)
 	}
 	var ahNum uint32
 	if q.typ == uverbs.QPTypeUD {
@@ -270,11 +298,15 @@ func (q *qp) postOneSend(r *ring, wr *uverbs.SendWR) error {
 		}
 	}
 	payload := unsafe.Add(unsafe.Pointer(w), sendWQESize)
-	if inline {
+	switch {
+	case wr.InlineData != nil:
+		copy(unsafe.Slice((*byte)(payload), length), wr.InlineData)
+		w.WR.SendFlags |= uint32(uverbs.SendInline)
+	case inline:
 		dst := unsafe.Slice((*byte)(payload), length)
 		off := 0
-		for i := range wr.SGL {
-			sge := &wr.SGL[i]
+		for i := range sgl {
+			sge := &sgl[i]
 			if sge.Length == 0 {
 				continue
 			}
@@ -285,15 +317,71 @@ func (q *qp) postOneSend(r *ring, wr *uverbs.SendWR) error {
 			}
 			off += copy(dst[off:], src)
 		}
-	} else {
-		sges := unsafe.Slice((*abi.RxeSGE)(payload), len(wr.SGL))
-		for i := range wr.SGL {
-			sges[i] = abi.RxeSGE{Addr: wr.SGL[i].Addr, Length: wr.SGL[i].Length, LKey: wr.SGL[i].LKey}
+	default:
+		sges := unsafe.Slice((*abi.RxeSGE)(payload), len(sgl))
+		for i := range sgl {
+			sges[i] = abi.RxeSGE{Addr: sgl[i].Addr, Length: sgl[i].Length, LKey: sgl[i].LKey}
 		}
 	}
+	w.DMA.NumSGE = uint32(len(sgl)) // also for inline SGEs, as init_send_wqe
 	w.DMA.Length = uint32(length)
 	w.DMA.Resid = uint32(length)
-	w.DMA.NumSGE = uint32(len(wr.SGL))
+	w.SSN = q.ssn
+	q.ssn++
+	r.advanceProducer()
+	return nil
+}
+
+// postFlushOrAtomicWrite mirrors rxe.c: wr_flush and wr_atomic_write. The
+// QP must have been created for them (QPInitAttr.SendOps), which is where
+// uverbs checked that the kernel has them: a 6.1 kernel would fail them only
+// at completion time.
+func (q *qp) postFlushOrAtomicWrite(r *ring, wr *uverbs.SendWR) error {
+	need := uverbs.SendOpFlush
+	if wr.Opcode == uverbs.WRAtomicWrite {
+		need = uverbs.SendOpAtomicWrite
+	}
+	if q.ops&need == 0 {
+		return &uverbs.Error{Op: "post send", Err: fmt.Errorf("%w: %s needs a QP created with QPInitAttr.SendOps including %s",
+			uverbs.ErrNotSupported, wr.Opcode, need)}
+	}
+	if q.typ != uverbs.QPTypeRC {
+		return sendErr("%s needs an RC QP", wr.Opcode)
+	}
+	var data []byte
+	if wr.Opcode == uverbs.WRAtomicWrite {
+		if wr.RemoteAddr&7 != 0 {
+			return sendErr("ATOMIC_WRITE needs an 8-byte aligned remote address, not %#x", wr.RemoteAddr)
+		}
+		switch {
+		case wr.InlineData != nil:
+			data = wr.InlineData
+		case len(wr.SGL) == 1:
+			data = q.local(wr.SGL[0].LKey, wr.SGL[0].Addr, int(wr.SGL[0].Length))
+		}
+		if len(data) != 8 {
+			return sendErr("ATOMIC_WRITE takes exactly 8 bytes (InlineData, or one SGE in registered memory)")
+		}
+	}
+	if r.full() {
+		return &uverbs.Error{Op: "post send", Err: fmt.Errorf("%w: %w (%d outstanding)", sys.NewErrno(sys.ENOMEM), ErrQueueFull, r.slots())}
+	}
+	w := (*abi.RxeSendWQE)(r.producerSlot())
+	*w = abi.RxeSendWQE{}
+	w.WR.WRID = wr.WRID
+	w.WR.Opcode = uint32(wr.Opcode)
+	w.WR.SendFlags = uint32(wr.Flags)
+	w.IOVA = wr.RemoteAddr
+	if wr.Opcode == uverbs.WRFlush {
+		v := (*abi.RxeSendWRFlush)(unsafe.Pointer(&w.WR))
+		v.RemoteAddr, v.RKey, v.Type, v.Level = wr.RemoteAddr, wr.RKey, uint8(wr.FlushType), uint8(wr.FlushLevel)
+		w.DMA.Length, w.DMA.Resid = wr.FlushLength, wr.FlushLength
+	} else {
+		v := (*abi.RxeSendWRRDMA)(unsafe.Pointer(&w.WR))
+		v.RemoteAddr, v.RKey = wr.RemoteAddr, wr.RKey
+		copy(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(w), sendWQESize)), 8), data) // dma.atomic_wr
+		w.DMA.Length, w.DMA.Resid = 8, 8
+	}
 	w.SSN = q.ssn
 	q.ssn++
 	r.advanceProducer()

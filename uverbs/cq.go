@@ -123,6 +123,12 @@ type CQInitAttr struct {
 	// IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION). A device without it refuses
 	// the CQ (rxe: EOPNOTSUPP).
 	Timestamps bool
+	// WCFlags are the completion fields the program reads through the
+	// extended poll (StartPoll and the Read* getters), as ibv_create_cq_ex's
+	// wc_flags. WCExCompletionTimestamp implies Timestamps; flags ibgo's WC
+	// cannot carry (CVLAN, flow tag, TM info, wall-clock time) are refused
+	// with ErrNotSupported.
+	WCFlags WCExFlags
 }
 
 // CQ is a completion queue.
@@ -132,7 +138,9 @@ type CQInitAttr struct {
 // two goroutines at once on providers that keep the consumer index unlocked
 // (rxe locks; see the provider's documentation). Resize excludes Poll for
 // the duration of the resize command (CQDriver.ResizeData/Resized), and
-// Close makes later Polls return ErrClosed.
+// Close makes later Polls return ErrClosed. The extended poll (StartPoll ..
+// EndPoll and the Read* getters) keeps its current completion in the CQ, so
+// it and Poll are used by one goroutine at a time, as in rdma-core.
 type CQ struct {
 	object
 	drv        CQDriver
@@ -140,7 +148,12 @@ type CQ struct {
 	channel    *CompChannel
 	compEvents atomic.Uint32
 	acked      atomic.Uint32
+	wcFlags    WCExFlags
+	poll       cqPoll // the extended poll's current completion
 }
+
+// WCFlags are the completion fields the CQ was created for (CQInitAttr.WCFlags).
+func (cq *CQ) WCFlags() WCExFlags { return cq.wcFlags }
 
 // CQE is the queue's capacity as the kernel sized it.
 func (cq *CQ) CQE() int { return int(cq.cqe.Load()) }
@@ -165,6 +178,12 @@ func (c *Context) CreateCQ(attr CQInitAttr) (*CQ, error) {
 	if err := checkCQE(attr.CQE); err != nil {
 		return nil, &Error{Op: op, Device: c.dev.Name, Err: err}
 	}
+	if err := checkWCFlags(&attr); err != nil {
+		return nil, &Error{Op: op, Device: c.dev.Name, Err: err}
+	}
+	if attr.WCFlags&WCExCompletionTimestamp != 0 {
+		attr.Timestamps = true
+	}
 	if attr.Channel != nil && attr.Channel.ctx != c {
 		return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: the completion channel belongs to another context", sys.NewErrno(sys.EINVAL))}
 	}
@@ -181,7 +200,7 @@ func (c *Context) CreateCQ(attr CQInitAttr) (*CQ, error) {
 		return nil, opErr(c.dev.Name, op, err)
 	}
 	defer c.mu.Unlock()
-	cq := &CQ{drv: drv, channel: attr.Channel}
+	cq := &CQ{drv: drv, channel: attr.Channel, wcFlags: attr.WCFlags}
 	channelFD := int32(-1)
 	if attr.Channel != nil {
 		channelFD = int32(attr.Channel.FD())

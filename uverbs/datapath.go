@@ -23,6 +23,12 @@ const (
 	WRLocalInv          WROpcode = 7
 	WRBindMW            WROpcode = 8
 	WRSendWithInv       WROpcode = 9
+	// WRFlush and WRAtomicWrite need a device with them (DeviceFlushGlobal,
+	// DeviceAtomicWrite; rxe from Linux 6.2) and a QP created with
+	// SendOpFlush / SendOpAtomicWrite; rdma-core reaches them only through
+	// ibv_wr_flush / ibv_wr_atomic_write (QPEx here).
+	WRFlush       WROpcode = 14
+	WRAtomicWrite WROpcode = 15
 )
 
 func (o WROpcode) String() string {
@@ -47,6 +53,10 @@ func (o WROpcode) String() string {
 		return "BIND_MW"
 	case WRSendWithInv:
 		return "SEND_WITH_INV"
+	case WRFlush:
+		return "FLUSH"
+	case WRAtomicWrite:
+		return "ATOMIC_WRITE"
 	}
 	return "WROpcode(" + strconv.Itoa(int(o)) + ")"
 }
@@ -85,6 +95,20 @@ type SendWR struct {
 	// BIND_MW: the window, its new key and range. Posting it makes
 	// Bind.RKey the window's RKey.
 	Bind MWBindWR
+
+	// InlineData, when not nil, is the payload itself, copied into the work
+	// queue at post time instead of gathered from SGL (which is then
+	// ignored); it need not be registered memory. With SendInline it is the
+	// inline payload (ibv_wr_set_inline_data); for WRAtomicWrite it holds
+	// the 8 bytes to write (ibv_wr_atomic_write). Providers without it
+	// refuse the work request.
+	InlineData []byte
+
+	// FLUSH (WRFlush): the length of the range at RemoteAddr, the placement
+	// type and the selectivity level (ibv_wr_flush).
+	FlushLength uint32
+	FlushType   FlushType
+	FlushLevel  FlushLevel
 }
 
 // RecvWR is a receive work request.
@@ -152,6 +176,8 @@ const (
 	WCFetchAdd        WCOpcode = 4
 	WCBindMW          WCOpcode = 5
 	WCLocalInv        WCOpcode = 6
+	WCFlush           WCOpcode = 8
+	WCAtomicWrite     WCOpcode = 9
 	WCRecv            WCOpcode = 128
 	WCRecvRDMAWithImm WCOpcode = 129
 )
@@ -172,6 +198,10 @@ func (o WCOpcode) String() string {
 		return "BIND_MW"
 	case WCLocalInv:
 		return "LOCAL_INV"
+	case WCFlush:
+		return "FLUSH"
+	case WCAtomicWrite:
+		return "ATOMIC_WRITE"
 	case WCRecv:
 		return "RECV"
 	case WCRecvRDMAWithImm:

@@ -159,6 +159,13 @@ type QPInitAttr struct {
 	SRQ    *SRQ // receive from this SRQ instead of the QP's own receive queue
 	Cap    QPCap
 	SigAll bool // every send completes (otherwise only SendSignaled ones)
+	// SendOps, when not zero, gives the QP a QPEx (QP.Ex) for these
+	// operations (ibv_create_qp_ex with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS).
+	// The flags are user-space state only: the kernel's create command is
+	// the same (rdma-core sends them nowhere either). The provider must
+	// support them for the QP type, and SendOpFlush / SendOpAtomicWrite
+	// need the device to (ErrNotSupported otherwise).
+	SendOps SendOps
 }
 
 // QP is a queue pair.
@@ -180,6 +187,7 @@ type QP struct {
 	recvCQ *CQ
 	srq    *SRQ
 	state  atomic.Uint32 // QPState of the last successful Modify
+	ex     *QPEx         // nil unless created with SendOps
 }
 
 // QPN is the queue pair number peers address.
@@ -220,6 +228,9 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if err := checkQPInit(c, &attr); err != nil {
 		return nil, &Error{Op: op, Device: c.dev.Name, Err: err}
 	}
+	if err := checkSendOps(c, &attr); err != nil {
+		return nil, opErr(c.dev.Name, op, err)
+	}
 	drv, err := c.prov.NewQP(&attr)
 	if err != nil {
 		return nil, opErr(c.dev.Name, op, err)
@@ -241,6 +252,9 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	}
 	if r, ok := drv.(QPCapReporter); ok {
 		qp.cap = r.CreatedCap(qp.cap)
+	}
+	if attr.SendOps != 0 {
+		qp.ex = newQPEx(qp, attr.SendOps)
 	}
 	return qp, nil
 }
@@ -421,6 +435,9 @@ func (qp *QP) Query(mask QPAttrMask) (*QPAttr, *QPInitAttr, error) {
 		a.Cap = rep.QueriedCap(a.Cap)
 	}
 	init := &QPInitAttr{Type: qp.typ, SendCQ: qp.sendCQ, RecvCQ: qp.recvCQ, SRQ: qp.srq, Cap: a.Cap, SigAll: r.SQSigAll != 0}
+	if qp.ex != nil {
+		init.SendOps = qp.ex.ops
+	}
 	return a, init, nil
 }
 

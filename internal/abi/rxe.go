@@ -130,6 +130,24 @@ type RxeSendWRAtomic struct {
 	_          [92]byte
 }
 
+// RxeSendWRFlush views C: struct rxe_send_wr through wr.flush (Linux 6.2+
+// rdma/rdma_user_rxe.h; not in the 6.1 headers the layout test compiles
+// against, so rxe's unit tests pin these offsets instead).
+type RxeSendWRFlush struct {
+	_          structs.HostLayout
+	WRID       uint64 `c:"wr_id"`
+	Reserved   uint32 `c:"reserved"`
+	Opcode     uint32 `c:"opcode"`
+	SendFlags  uint32 `c:"send_flags"`
+	Ex         uint32 `c:"ex"`
+	RemoteAddr uint64 `c:"wr.flush.remote_addr"`
+	Length     uint32 `c:"wr.flush.length"`
+	RKey       uint32 `c:"wr.flush.rkey"`
+	Type       uint8  `c:"wr.flush.type"`
+	Level      uint8  `c:"wr.flush.level"`
+	_          [102]byte
+}
+
 // RxeSendWRUD views C: struct rxe_send_wr through wr.ud.
 type RxeSendWRUD struct {
 	_          structs.HostLayout
@@ -207,6 +225,7 @@ var (
 	_ [144]byte = [unsafe.Sizeof(RxeSendWRAtomic{})]byte{}
 	_ [144]byte = [unsafe.Sizeof(RxeSendWRUD{})]byte{}
 	_ [144]byte = [unsafe.Sizeof(RxeSendWRMW{})]byte{}
+	_ [144]byte = [unsafe.Sizeof(RxeSendWRFlush{})]byte{}
 	_ [208]byte = [unsafe.Sizeof(RxeSendWQE{})]byte{}
 	_ [40]byte  = [unsafe.Sizeof(RxeRecvWQE{})]byte{}
 )
