@@ -79,6 +79,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if t, ok := perftestProgram(args[0]); ok {
 			return runPerf(t, args[1:], stdout, stderr)
 		}
+		if isRping(args[0]) {
+			return runRping(args[1:], stdout, stderr)
+		}
 	}
 	err := newApp(stdout, stderr).Run(args)
 	if err == nil {

@@ -22,6 +22,14 @@ var PerftestNames = []string{
 	"ib_atomic_bw", "ib_atomic_lat",
 }
 
+// ToolNames are the other programs ibgo answers to through a link:
+// rdmacm-utils' rping.
+var ToolNames = []string{"rping"}
+
+// LinkNames are every link name ibgo is installed under (PerftestNames, then
+// ToolNames).
+func LinkNames() []string { return append(append([]string(nil), PerftestNames...), ToolNames...) }
+
 // Entry is one member of an archive: a directory (Mode has fs.ModeDir), a
 // symbolic link (fs.ModeSymlink, Link is the target) or a regular file
 // (Data). Name is a slash-separated path relative to the archive root.
@@ -42,7 +50,7 @@ func Symlink(name, target string) Entry {
 	return Entry{Name: name, Mode: fs.ModeSymlink | 0o777, Link: target}
 }
 
-// BinaryEntries lays out ibgo and its perftest links under dir: dir/ibgo
+// BinaryEntries lays out ibgo and its links (LinkNames) under dir: dir/ibgo
 // (0755) and dir/ib_write_bw -> ibgo and so on, plus dir itself and its
 // parents ("usr/bin" gives "usr" and "usr/bin").
 func BinaryEntries(dir string, ibgo []byte) []Entry {
@@ -54,7 +62,7 @@ func BinaryEntries(dir string, ibgo []byte) []Entry {
 		}
 	}
 	es = append(es, File(path.Join(dir, "ibgo"), 0o755, ibgo))
-	for _, n := range PerftestNames {
+	for _, n := range LinkNames() {
 		es = append(es, Symlink(path.Join(dir, n), "ibgo"))
 	}
 	return es
