@@ -120,36 +120,25 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 		size uint32
 		inl  bool
 	)
-	buf, end := s.buf, s.end
-	if buf == nil { // destroyed (qp.Destroy, under the same lock)
+	if s.buf == nil { // destroyed (qp.Destroy, under the same lock)
 		return 0, uverbs.ErrClosed
 	}
-	curPost, head := s.curPost, s.head
-	// wrid and wqeHead have wqeCnt entries, a power of two: indexing them
-	// with a mask derived from their length needs no bounds check.
-	wrid := s.wrid
-	if len(wrid) == 0 { // no SQ (max_send_wr 0): every post is "full"
+	if len(s.wrid) == 0 { // no SQ (max_send_wr 0): every post is "full"
 		if len(wrs) == 0 {
 			return 0, nil
 		}
 		return 0, errSQFull
 	}
-	wqeHead := s.wqeHead[:len(wrid)]
-	mask := uint32(len(wrid) - 1)
-	qpnDS, sig, maxGS, maxInline, local := s.qpn<<8, s.sigBits, s.maxGS, s.maxInline, s.local
-	var kinds *[16]uint8
-	if t := uint(s.qpType); t < uint(len(opKinds)) {
-		kinds = &opKinds[t]
-	} else {
-		kinds = &opKinds[0] // nothing allowed
-	}
+	// Few fields are copied to locals: the per-WQE inline-data lookup is a
+	// call, around which every local is spilled anyway, and at entry.
+	curPost, head := s.curPost, s.head
 	// mlx5_wq_overflow: the tail is read again only when the queue looks full.
 	room := int(s.maxPost) - int(head-s.tail.Load())
 	for nreq = 0; nreq < len(wrs); nreq++ {
 		wr := &wrs[nreq]
 		var kind uint8
-		if uint(wr.Opcode) < uint(len(kinds)) {
-			kind = kinds[wr.Opcode]
+		if uint(wr.Opcode) < 16 {
+			kind = opKinds[s.qpType&7][wr.Opcode&15] // NewQP takes RC, UC and UD only
 		}
 		if kind == 0 {
 			fail = failOpcode
@@ -163,18 +152,18 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 				break
 			}
 		}
-		if len(sgl) > maxGS {
+		if len(sgl) > s.maxGS {
 			fail = failSGE
 			break
 		}
-		idx := curPost & mask
-		ctrl = unsafe.Add(buf, uintptr(idx)<<sendWQEBBSh)
+		idx := curPost & (s.wqeCnt - 1)
+		ctrl = unsafe.Add(s.buf, uintptr(idx)<<sendWQEBBSh)
 		seg := unsafe.Add(ctrl, ctrlSegSize)
 		var imm uint32
 		if opHasImm[op] {
 			imm = be32(wr.Imm) // send_ieth: imm_data is kept in network order
 		}
-		fm := sig
+		fm := s.sigBits
 		if flags&uverbs.SendFence != 0 {
 			fm |= ctrlFence
 		}
@@ -219,8 +208,8 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 			put32(seg, 0, wr.RemoteQKey)
 			seg = unsafe.Add(seg, datagramSegSize)
 			size += datagramSegSize / 16
-			if seg == end {
-				seg = buf
+			if seg == s.end {
+				seg = s.buf
 			}
 		}
 		if fail != 0 {
@@ -229,11 +218,11 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 		if flags&uverbs.SendInline != 0 && len(sgl) > 0 {
 			var sz uint32
 			var e syscall.Errno
-			if sg := &sgl[0]; len(sgl) == 1 && sg.Length != 0 && int(sg.Length) <= maxInline &&
-				uintptr(seg)+4+uintptr(sg.Length) <= uintptr(end) {
+			if sg := &sgl[0]; len(sgl) == 1 && sg.Length != 0 && int(sg.Length) <= s.maxInline &&
+				uintptr(seg)+4+uintptr(sg.Length) <= uintptr(s.end) {
 				// The common case: one SGE that fits before the ring's end.
 				n := int(sg.Length)
-				if src := local(sg.LKey, sg.Addr, n); src != nil {
+				if src := s.local(sg.LKey, sg.Addr, n); src != nil {
 					copySmall(unsafe.Add(seg, 4), unsafe.Pointer(unsafe.SliceData(src)), n)
 					put32(seg, 0, uint32(n)|inlineSegFlag)
 					sz = uint32(n+4+15) / 16
@@ -256,8 +245,8 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 			d := seg
 			for i := range sgl {
 				sg := &sgl[i]
-				if d == end {
-					d = buf
+				if d == s.end {
+					d = s.buf
 				}
 				if sg.Length == 0 {
 					continue
@@ -272,10 +261,9 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 			}
 		}
 		// ctrl[0:8): opmod_idx_opcode, qpn_ds (big-endian).
-		*(*uint64)(ctrl) = be64(uint64((curPost&0xffff)<<8|uint32(op))<<32 | uint64(size|qpnDS))
-		j := int(idx) & (len(wrid) - 1)
-		wrid[j] = wr.WRID
-		wqeHead[j] = head + uint32(nreq)
+		*(*uint64)(ctrl) = be64(uint64((curPost&0xffff)<<8|uint32(op))<<32 | uint64(size|s.qpn<<8))
+		s.wrid[idx] = wr.WRID
+		s.wqeHead[idx] = head + uint32(nreq)
 		curPost += (size*16 + sendWQEBB - 1) / sendWQEBB
 	}
 	s.curPost = curPost
@@ -330,7 +318,7 @@ const (
 	kindUD                // datagram segment (the AH's address vector)
 )
 
-var opKinds = func() (k [5][16]uint8) {
+var opKinds = func() (k [8][16]uint8) {
 	rc, uc, ud := &k[uverbs.QPTypeRC], &k[uverbs.QPTypeUC], &k[uverbs.QPTypeUD]
 	for _, op := range []uverbs.WROpcode{uverbs.WRSend, uverbs.WRSendWithImm, uverbs.WRSendWithInv} {
 		rc[op] = kindPlain
