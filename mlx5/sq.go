@@ -108,10 +108,10 @@ var mlx5Opcode = [16]uint8{
 // and UD, and post_send_db. It returns how many work requests it posted;
 // on error wr[n] is the one that failed and the ones before it were rung.
 //
-// The WQE stores go through unsafe pointers, which the compiler must assume
-// may alias s: the queue's fields are read into locals once, so that they
-// are not reloaded after every store, and the control segment is written
-// as two 8-byte words.
+// Per WQE: one opcode-table lookup picks the segments, the control
+// segment is two 8-byte stores, inline data is copied without a call
+// (copySmall), and errors are built only after the loop (postErr), so that
+// the loop holds few values across its one call (the inline-data lookup).
 func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 	var (
 		nreq int
@@ -129,8 +129,8 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 		}
 		return 0, errSQFull
 	}
-	// Few fields are copied to locals: the per-WQE inline-data lookup is a
-	// call, around which every local is spilled anyway, and at entry.
+	// Only the counters are locals: around the per-WQE call (the inline
+	// data lookup) every local is spilled, so others would only add spills.
 	curPost, head := s.curPost, s.head
 	// mlx5_wq_overflow: the tail is read again only when the queue looks full.
 	room := int(s.maxPost) - int(head-s.tail.Load())
