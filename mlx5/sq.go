@@ -108,10 +108,10 @@ var mlx5Opcode = [16]uint8{
 // and UD, and post_send_db. It returns how many work requests it posted;
 // on error wr[n] is the one that failed and the ones before it were rung.
 //
-// The WQE stores go through unsafe pointers, which the compiler must assume
-// may alias s: the queue's fields are read into locals once, so that they
-// are not reloaded after every store, and the control segment is written
-// as two 8-byte words.
+// Per WQE: one opcode-table lookup picks the segments, the control
+// segment is two 8-byte stores, inline data is copied without a call
+// (copySmall), and errors are built only after the loop (postErr), so that
+// the loop holds few values across its one call (the inline-data lookup).
 func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 	var (
 		nreq int
@@ -120,36 +120,25 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 		size uint32
 		inl  bool
 	)
-	buf, end := s.buf, s.end
-	if buf == nil { // destroyed (qp.Destroy, under the same lock)
+	if s.buf == nil { // destroyed (qp.Destroy, under the same lock)
 		return 0, uverbs.ErrClosed
 	}
-	curPost, head := s.curPost, s.head
-	// wrid and wqeHead have wqeCnt entries, a power of two: indexing them
-	// with a mask derived from their length needs no bounds check.
-	wrid := s.wrid
-	if len(wrid) == 0 { // no SQ (max_send_wr 0): every post is "full"
+	if len(s.wrid) == 0 { // no SQ (max_send_wr 0): every post is "full"
 		if len(wrs) == 0 {
 			return 0, nil
 		}
 		return 0, errSQFull
 	}
-	wqeHead := s.wqeHead[:len(wrid)]
-	mask := uint32(len(wrid) - 1)
-	qpnDS, sig, maxGS, maxInline, local := s.qpn<<8, s.sigBits, s.maxGS, s.maxInline, s.local
-	var kinds *[16]uint8
-	if t := uint(s.qpType); t < uint(len(opKinds)) {
-		kinds = &opKinds[t]
-	} else {
-		kinds = &opKinds[0] // nothing allowed
-	}
+	// Only the counters are locals: around the per-WQE call (the inline
+	// data lookup) every local is spilled, so others would only add spills.
+	curPost, head := s.curPost, s.head
 	// mlx5_wq_overflow: the tail is read again only when the queue looks full.
 	room := int(s.maxPost) - int(head-s.tail.Load())
 	for nreq = 0; nreq < len(wrs); nreq++ {
 		wr := &wrs[nreq]
 		var kind uint8
-		if uint(wr.Opcode) < uint(len(kinds)) {
-			kind = kinds[wr.Opcode]
+		if uint(wr.Opcode) < 16 {
+			kind = opKinds[s.qpType&7][wr.Opcode&15] // NewQP takes RC, UC and UD only
 		}
 		if kind == 0 {
 			fail = failOpcode
@@ -163,18 +152,18 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 				break
 			}
 		}
-		if len(sgl) > maxGS {
+		if len(sgl) > s.maxGS {
 			fail = failSGE
 			break
 		}
-		idx := curPost & mask
-		ctrl = unsafe.Add(buf, uintptr(idx)<<sendWQEBBSh)
+		idx := curPost & (s.wqeCnt - 1)
+		ctrl = unsafe.Add(s.buf, uintptr(idx)<<sendWQEBBSh)
 		seg := unsafe.Add(ctrl, ctrlSegSize)
 		var imm uint32
 		if opHasImm[op] {
 			imm = be32(wr.Imm) // send_ieth: imm_data is kept in network order
 		}
-		fm := sig
+		fm := s.sigBits
 		if flags&uverbs.SendFence != 0 {
 			fm |= ctrlFence
 		}
@@ -219,8 +208,8 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 			put32(seg, 0, wr.RemoteQKey)
 			seg = unsafe.Add(seg, datagramSegSize)
 			size += datagramSegSize / 16
-			if seg == end {
-				seg = buf
+			if seg == s.end {
+				seg = s.buf
 			}
 		}
 		if fail != 0 {
@@ -229,12 +218,12 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 		if wr.InlineData != nil || flags&uverbs.SendInline != 0 && len(sgl) > 0 {
 			var sz uint32
 			var e syscall.Errno
-			if wr.InlineData == nil && len(sgl) == 1 && sgl[0].Length != 0 && int(sgl[0].Length) <= maxInline &&
-				uintptr(seg)+4+uintptr(sgl[0].Length) <= uintptr(end) {
+			if wr.InlineData == nil && len(sgl) == 1 && sgl[0].Length != 0 && int(sgl[0].Length) <= s.maxInline &&
+				uintptr(seg)+4+uintptr(sgl[0].Length) <= uintptr(s.end) {
 				// The common case: one SGE that fits before the ring's end.
 				sg := &sgl[0]
 				n := int(sg.Length)
-				if src := local(sg.LKey, sg.Addr, n); src != nil {
+				if src := s.local(sg.LKey, sg.Addr, n); src != nil {
 					copySmall(unsafe.Add(seg, 4), unsafe.Pointer(unsafe.SliceData(src)), n)
 					put32(seg, 0, uint32(n)|inlineSegFlag)
 					sz = uint32(n+4+15) / 16
@@ -257,8 +246,8 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 			d := seg
 			for i := range sgl {
 				sg := &sgl[i]
-				if d == end {
-					d = buf
+				if d == s.end {
+					d = s.buf
 				}
 				if sg.Length == 0 {
 					continue
@@ -273,10 +262,9 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 			}
 		}
 		// ctrl[0:8): opmod_idx_opcode, qpn_ds (big-endian).
-		*(*uint64)(ctrl) = be64(uint64((curPost&0xffff)<<8|uint32(op))<<32 | uint64(size|qpnDS))
-		j := int(idx) & (len(wrid) - 1)
-		wrid[j] = wr.WRID
-		wqeHead[j] = head + uint32(nreq)
+		*(*uint64)(ctrl) = be64(uint64((curPost&0xffff)<<8|uint32(op))<<32 | uint64(size|s.qpn<<8))
+		s.wrid[idx] = wr.WRID
+		s.wqeHead[idx] = head + uint32(nreq)
 		curPost += (size*16 + sendWQEBB - 1) / sendWQEBB
 	}
 	s.curPost = curPost
@@ -331,7 +319,7 @@ const (
 	kindUD                // datagram segment (the AH's address vector)
 )
 
-var opKinds = func() (k [5][16]uint8) {
+var opKinds = func() (k [8][16]uint8) {
 	rc, uc, ud := &k[uverbs.QPTypeRC], &k[uverbs.QPTypeUC], &k[uverbs.QPTypeUD]
 	for _, op := range []uverbs.WROpcode{uverbs.WRSend, uverbs.WRSendWithImm, uverbs.WRSendWithInv} {
 		rc[op] = kindPlain
