@@ -316,3 +316,44 @@ func TestRelaxedOrderingTraffic(t *testing.T) {
 	requireWC(t, wait(t, zcq, 1)[0], uverbs.WCSuccess, uverbs.WCRecv, 9)
 	require.Equal(t, am.Bytes()[:1000], zm.Bytes()[4096+40:4096+40+1000])
 }
+
+// rdma-core tests/test_qp.py: test_modify_rc_qp_rd_atomic. The RD atomic
+// depths asked for at RTR/RTS are what a query returns (at least), and
+// reads run with that many outstanding.
+func TestRCRdAtomicQueried(t *testing.T) {
+	b := newBed(t)
+	da, err := b.ctx.QueryDevice()
+	require.NoError(t, err)
+	want := uint8(12)
+	if da.MaxQPRdAtom < uint32(want) || da.MaxQPInitRdAtom < uint32(want) {
+		t.Fatalf("rxe allows %d/%d outstanding reads, the case needs 12", da.MaxQPRdAtom, da.MaxQPInitRdAtom)
+	}
+	acq, zcq := b.cq(64, nil), b.cq(64, nil)
+	a := b.qp(uverbs.QPTypeRC, acq, acq, defaultCap, nil)
+	z := b.qp(uverbs.QPTypeRC, zcq, zcq, defaultCap, nil)
+	p := b.params()
+	p.MaxRdAtomic, p.MaxDestRdAtomic = want, want
+	require.NoError(t, a.Connect(uverbs.Endpoint{QPN: z.QPN(), PSN: 1, GID: b.gid}, 2, p))
+	require.NoError(t, z.Connect(uverbs.Endpoint{QPN: a.QPN(), PSN: 2, GID: b.gid}, 1, p))
+	for _, qp := range []*uverbs.QP{a, z} {
+		attr, _, err := qp.Query(uverbs.QPAttrMaxQPRdAtomic | uverbs.QPAttrMaxDestRdAtomic)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, attr.MaxRdAtomic, want, "max_rd_atomic")
+		require.GreaterOrEqual(t, attr.MaxDestRdAtomic, want, "max_dest_rd_atomic")
+	}
+	am, amr := b.mem(1<<16, allAccess)
+	zm, zmr := b.mem(1<<16, allAccess)
+	fill(zm.Bytes(), 21)
+	wrs := make([]uverbs.SendWR, want)
+	for i := range wrs {
+		wrs[i] = uverbs.SendWR{WRID: uint64(i), Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
+			SGL: []uverbs.SGE{amr.SGE(i*4096, 4096)}, RemoteAddr: zmr.Addr() + uint64(i*4096), RKey: zmr.RKey()}
+	}
+	n, err := a.PostSend(wrs)
+	require.NoError(t, err)
+	require.Equal(t, len(wrs), n)
+	for _, wc := range wait(t, acq, len(wrs)) {
+		requireWC(t, wc, uverbs.WCSuccess, uverbs.WCRDMARead, wc.WRID)
+	}
+	require.Equal(t, zm.Bytes()[:int(want)*4096], am.Bytes()[:int(want)*4096])
+}

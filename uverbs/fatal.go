@@ -100,10 +100,10 @@ func listenRemovals(ctx context.Context, fd *sys.PollFD, done chan struct{}) {
 	for {
 		n, err := fd.ReadDatagram(ctx, buf)
 		if err != nil {
-			if ctx.Err() != nil {
-				return
+			if ctx.Err() == nil && sys.ErrnoOf(err) == sys.ENOBUFS {
+				continue // messages lost in a burst: the next ones still count
 			}
-			continue // ENOBUFS after a burst: the next message still counts
+			return // cancelled, or the socket is unusable: stop listening
 		}
 		dev, ok := removedUverbs(buf[:n])
 		if !ok {

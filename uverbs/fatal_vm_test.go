@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/ibgo/ibgo/internal/testutil"
 	"github.com/ibgo/ibgo/uverbs"
 )
 
@@ -53,6 +54,9 @@ func restoreRXE(t *testing.T, dev, netdev, ip string) {
 // every later command and post with ErrDeviceFatal (no call hangs), closes
 // cleanly, and the deletion then completes (nothing left behind).
 func TestDeviceFatalOnLinkDelete(t *testing.T) {
+	// It deletes and re-adds the guest's rxe link: not while a peer guest
+	// talks to it.
+	testutil.OneNode(t)
 	b := newBed(t)
 	c := b.ctx
 	// delDone is closed once rdma link delete returned, with its error in

@@ -62,7 +62,7 @@ type kind struct {
 }
 
 var (
-	kindPD = &kind{name: "pd", children: "MRs, QPs, SRQs and AHs", object: abi.UVERBS_OBJECT_PD,
+	kindPD = &kind{name: "pd", children: "MRs, MWs, QPs, SRQs and AHs", object: abi.UVERBS_OBJECT_PD,
 		destroyMethod: abi.UVERBS_METHOD_PD_DESTROY, destroyHandle: abi.UVERBS_ATTR_DESTROY_PD_HANDLE, destroyResp: -1,
 		writeDestroy: func(c *Context, h uint32) *sys.WriteCommand {
 			in, b := alloc[abi.DeallocPD](c)

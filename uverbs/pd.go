@@ -7,8 +7,8 @@ import (
 	"github.com/ibgo/ibgo/internal/sys"
 )
 
-// PD is a protection domain: MRs, QPs, SRQs and AHs live in one and can only
-// be used with each other.
+// PD is a protection domain: MRs, MWs, QPs, SRQs and AHs live in one and
+// can only be used with each other.
 //
 // Concurrency: every method is safe for concurrent use. SGEBytes, called by
 // providers on the datapath, takes no lock.
@@ -44,7 +44,7 @@ func (c *Context) AllocPD() (*PD, error) {
 }
 
 // Close deallocates the PD. The kernel refuses (EBUSY, ErrBusy) while MRs,
-// QPs, SRQs or AHs still use it; the PD then stays usable.
+// MWs, QPs, SRQs or AHs still use it; the PD then stays usable.
 func (pd *PD) Close() error {
 	if pd == nil {
 		return nil

@@ -46,6 +46,7 @@ const (
 	EINVAL          = syscall.EINVAL
 	ENOTTY          = syscall.ENOTTY
 	ENOSPC          = syscall.ENOSPC
+	ENOBUFS         = syscall.ENOBUFS
 	ENOSYS          = syscall.ENOSYS
 	EPROTONOSUPPORT = syscall.EPROTONOSUPPORT
 	EOPNOTSUPP      = syscall.EOPNOTSUPP
