@@ -11,6 +11,11 @@
 //
 //	import _ "github.com/ibgo/ibgo/rxe"
 //
+// The datapath is QP.PostSend/PostRecv and CQ.Poll; for programs ported
+// from C, QP.Ex (ibv_wr_*) and CQ.StartPoll with the Read* getters
+// (ibv_start_poll, ibv_wc_read_*) are the extended forms of the same, built
+// on it.
+//
 // Errors are *Error values wrapping the kernel's errno; errors.Is(err,
 // ErrNotSupported) tells whether the kernel or device lacks a feature.
 //

@@ -596,3 +596,21 @@ func TestQPExBadFlows(t *testing.T) {
 	_, err = qp.PostRecv([]uverbs.RecvWR{{WRID: 9, SGL: sgl}})
 	require.ErrorIs(t, err, unix.EINVAL)
 }
+
+// test_qp.py: test_create_ud_qp_with_privileged_qkey: the privileged Q_Key
+// 0x80000000 is set and queried back on a UD QP, plain and created for the
+// extended API (the guest runs as root, which has CAP_NET_RAW).
+func TestPrivilegedQKey(t *testing.T) {
+	b := newBed(t)
+	cq := b.cq(8, nil)
+	for _, ops := range []uverbs.SendOps{0, uverbs.SendOpSend} {
+		qp, err := b.pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeUD, SendCQ: cq, RecvCQ: cq, Cap: defaultCap, SendOps: ops})
+		require.NoError(t, err)
+		require.NoError(t, qp.Init(uverbs.ConnectParams{QKey: 0x80000000}))
+		attr, init, err := qp.Query(uverbs.QPAttrQKey)
+		require.NoError(t, err)
+		require.EqualValues(t, uint32(0x80000000), attr.QKey, "send ops %s", ops)
+		require.Equal(t, ops, init.SendOps)
+		require.NoError(t, qp.Close())
+	}
+}
