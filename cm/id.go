@@ -146,8 +146,12 @@ func (id *ID) fail(err error) {
 	}
 }
 
-// next takes the next queued event, waiting under ctx.
+// next takes the next queued event, waiting under ctx. A ctx already done
+// is an error even with events queued (as PollFD.Read and net.Conn do).
 func (id *ID) next(ctx context.Context) (*Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	for {
 		id.mu.Lock()
 		if id.closed {
