@@ -611,3 +611,29 @@ func TestTwoNodeDialListen(t *testing.T) {
 	pollOne(t, c.SendCQ())
 	require.NoError(t, c.Close())
 }
+
+// AF_IB addresses on RoCE: bind the id to its own GID and a service id in
+// the IB port space and read it back through QUERY GID. (The brief expects
+// AF_IB to work on 6.1/6.12 from librdmacm's probe; this is the check.)
+func TestAFIBBind(t *testing.T) {
+	vm, _ := vmAddr(t, 0)
+	ch, err := NewChannel()
+	require.NoError(t, err)
+	defer ch.Close()
+	id, err := ch.CreateID(PortSpaceIB, uverbs.QPTypeRC)
+	require.NoError(t, err)
+	defer id.Close()
+	gid := netip.MustParseAddr("::ffff:" + vm.IP).As16()
+	a := Addr{IB: &IBAddr{PKey: 0xffff, GID: gid, SID: serviceID(PortSpaceIB, 7984), SIDMask: ^uint64(0)}}
+	err = id.Bind(a)
+	t.Logf("AF_IB bind %v: %v", a, err)
+	require.NoError(t, err)
+	g, err := id.QueryGID()
+	require.NoError(t, err)
+	require.NotNil(t, g.Src.IB)
+	require.Equal(t, gid, g.Src.IB.GID)
+	require.Equal(t, serviceID(PortSpaceIB, 7984), g.Src.IB.SID)
+	q, err := id.Query()
+	require.NoError(t, err)
+	t.Logf("QUERY ADDR of an AF_IB id: %+v", q)
+}
