@@ -40,10 +40,10 @@ var (
 type RejectReason uint8
 
 const (
-	RejectTimeout           RejectReason = 1
-	RejectInvalidServiceID  RejectReason = 8
-	RejectConsumerDefined   RejectReason = 28
-	RejectVendorOptionNotSu RejectReason = 35
+	RejectTimeout                  RejectReason = 1
+	RejectInvalidServiceID         RejectReason = 8
+	RejectConsumerDefined          RejectReason = 28
+	RejectVendorOptionNotSupported RejectReason = 35
 )
 
 func (r RejectReason) String() string {
@@ -54,7 +54,7 @@ func (r RejectReason) String() string {
 		return "invalid service id (no listener)"
 	case RejectConsumerDefined:
 		return "consumer defined"
-	case RejectVendorOptionNotSu:
+	case RejectVendorOptionNotSupported:
 		return "vendor option not supported"
 	}
 	return fmt.Sprintf("reason %d", uint8(r))
@@ -63,7 +63,8 @@ func (r RejectReason) String() string {
 // Error is the error type of package cm: what was attempted (Op, with the
 // address where there is one), the kind of failure (one of the Err*
 // sentinels, or nil), the event that reported it, and the cause (a kernel
-// errno, a context error). errors.Is matches both Kind and the cause.
+// errno, a context error). errors.Is matches both Kind and the cause. A
+// plain value, safe to share once returned.
 type Error struct {
 	Op     string
 	Kind   error

@@ -68,7 +68,7 @@ ibgo rping -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port] [-t tos]
 	-a addr		address
 	-I addr		source address to bind to for the client
 	-p port		port (default 7174)
-	-t tos		type of service
+	-t tos		type of service (an ibgo extension: rdma-core 44's rping has no -t)
 	-q		use a self-created QP (accepted; ibgo always manages its QP)`
 
 // isRping reports whether ibgo was invoked through a link named rping.
@@ -530,7 +530,10 @@ func rpingServer(ctx context.Context, o *rpingOpts, stdout, stderr io.Writer) er
 				r.c = nil // Accept closed it
 				r.close()
 			}
-			if !o.persistent || ctx.Err() != nil {
+			if o.persistent && ctx.Err() != nil {
+				return nil // Ctrl-C ends a persistent server
+			}
+			if !o.persistent {
 				return err
 			}
 			fmt.Fprintf(stderr, "rping: %v\n", err)
