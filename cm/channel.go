@@ -69,6 +69,11 @@ type Channel struct {
 	once   sync.Once
 	// readErr is the error that ended the reader (nil: Close did).
 	readErr atomic.Pointer[error]
+	// kick ends the reader's current wait so that it tries GET_EVENT
+	// again: MIGRATE_ID moves queued events to this file without waking
+	// its pollers (ucma.c: ucma_move_events), so no readability edge comes.
+	kickMu sync.Mutex
+	kick   context.CancelFunc
 }
 
 // registry maps uids to ids for every channel: the uid in an event record
@@ -157,7 +162,15 @@ func (ch *Channel) Err() error {
 func (ch *Channel) readLoop() {
 	defer close(ch.done)
 	for {
-		err := ch.fd.WriteWhenReadable(context.Background(), ch.evCmd)
+		ctx, cancel := context.WithCancel(context.Background())
+		ch.kickMu.Lock()
+		ch.kick = cancel
+		ch.kickMu.Unlock()
+		err := ch.fd.WriteWhenReadable(ctx, ch.evCmd)
+		cancel()
+		if errors.Is(err, context.Canceled) {
+			continue // kicked: every wait begins with a GET_EVENT attempt
+		}
 		if err != nil {
 			if errors.Is(err, sys.ErrFDClosed) || ch.closed.Load() {
 				return
@@ -169,6 +182,15 @@ func (ch *Channel) readLoop() {
 		}
 		ch.dispatch(ch.evResp)
 	}
+}
+
+// wake makes the reader try GET_EVENT again.
+func (ch *Channel) wake() {
+	ch.kickMu.Lock()
+	if ch.kick != nil {
+		ch.kick()
+	}
+	ch.kickMu.Unlock()
 }
 
 // failAll ends every waiting call on the channel's ids with err (the reader

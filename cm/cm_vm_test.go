@@ -560,3 +560,80 @@ func TestLowLevelEstablish(t *testing.T) {
 	require.NoError(t, cid.Close())
 	require.NoError(t, lid.Close())
 }
+
+// Across the two guests: node 1 accepts, node 2 dials (retrying until the
+// listener is up), private data and one SEND cross the link.
+func TestTwoNodeDialListen(t *testing.T) {
+	vm := testutil.TwoNodes(t)
+	ctx := tctx(t, 90*time.Second)
+	if vm.Node == 1 {
+		var cb *buffers
+		lc := ListenConfig{BeforeAccept: func(c *Conn) error {
+			cb = newBuffers(t, c.PD(), 64)
+			_, err := c.QP().PostRecv([]uverbs.RecvWR{{WRID: 1, SGL: []uverbs.SGE{cb.mr.SGE(0, 64)}}})
+			return err
+		}}
+		l, err := lc.Listen(mustAddr(t, vm.IP+":7985"))
+		require.NoError(t, err)
+		defer l.Close()
+		c, err := l.Accept(ctx)
+		require.NoError(t, err)
+		defer cb.close()
+		require.Equal(t, "node 2", string(c.Remote().PrivateData[:6]))
+		require.Equal(t, vm.Peer, c.RemoteAddr().IP.Addr().String())
+		wc := pollOne(t, c.RecvCQ())
+		require.Equal(t, "across", string(cb.mem.Bytes()[:wc.ByteLen]))
+		require.NoError(t, c.WaitDisconnect(ctx))
+		require.NoError(t, c.Close())
+		return
+	}
+	var cb *buffers
+	d := Dialer{Param: &ConnParam{PrivateData: []byte("node 2"), RetryCount: 7, RNRRetryCount: 7},
+		BeforeConnect: func(c *Conn) error { cb = newBuffers(t, c.PD(), 64); return nil }}
+	var c *Conn
+	for {
+		var err error
+		c, err = d.Dial(ctx, mustAddr(t, vm.Peer+":7985"))
+		if err == nil {
+			break
+		}
+		require.ErrorIs(t, err, ErrRefused, "until node 1 listens")
+		if cb != nil {
+			cb.close()
+			cb = nil
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	defer cb.close()
+	copy(cb.mem.Bytes(), "across")
+	_, err := c.QP().PostSend([]uverbs.SendWR{{WRID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{cb.mr.SGE(0, 6)}}})
+	require.NoError(t, err)
+	pollOne(t, c.SendCQ())
+	require.NoError(t, c.Close())
+}
+
+// AF_IB addresses on RoCE: bind the id to its own GID and a service id in
+// the IB port space and read it back through QUERY GID. (The brief expects
+// AF_IB to work on 6.1/6.12 from librdmacm's probe; this is the check.)
+func TestAFIBBind(t *testing.T) {
+	vm, _ := vmAddr(t, 0)
+	ch, err := NewChannel()
+	require.NoError(t, err)
+	defer ch.Close()
+	id, err := ch.CreateID(PortSpaceIB, uverbs.QPTypeRC)
+	require.NoError(t, err)
+	defer id.Close()
+	gid := netip.MustParseAddr("::ffff:" + vm.IP).As16()
+	a := Addr{IB: &IBAddr{PKey: 0xffff, GID: gid, SID: serviceID(PortSpaceIB, 7984), SIDMask: ^uint64(0)}}
+	err = id.Bind(a)
+	t.Logf("AF_IB bind %v: %v", a, err)
+	require.NoError(t, err)
+	g, err := id.QueryGID()
+	require.NoError(t, err)
+	require.NotNil(t, g.Src.IB)
+	require.Equal(t, gid, g.Src.IB.GID)
+	require.Equal(t, serviceID(PortSpaceIB, 7984), g.Src.IB.SID)
+	q, err := id.Query()
+	require.NoError(t, err)
+	t.Logf("QUERY ADDR of an AF_IB id: %+v", q)
+}

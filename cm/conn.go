@@ -156,7 +156,9 @@ func Dial(ctx context.Context, addr string) (*Conn, error) {
 // kernel timeout). Failures are *Error values of kind ErrUnreachable,
 // ErrRouteFailed, ErrRefused (with the REJ reason and the peer's data),
 // ErrTimeout or ErrClosed; nothing is left open.
-func (d *Dialer) Dial(ctx context.Context, dst Addr) (_ *Conn, err error) {
+func (d *Dialer) Dial(ctx context.Context, dst Addr) (*Conn, error) { return d.dial(ctx, dst) }
+
+func (d *Dialer) dial(ctx context.Context, dst Addr) (_ *Conn, err error) {
 	ps := d.PortSpace
 	if ps == 0 {
 		ps = PortSpaceTCP

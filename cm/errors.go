@@ -40,10 +40,10 @@ var (
 type RejectReason uint8
 
 const (
-	RejectTimeout           RejectReason = 1
-	RejectInvalidServiceID  RejectReason = 8
-	RejectConsumerDefined   RejectReason = 28
-	RejectVendorOptionNotSu RejectReason = 35
+	RejectTimeout                  RejectReason = 1
+	RejectInvalidServiceID         RejectReason = 8
+	RejectConsumerDefined          RejectReason = 28
+	RejectVendorOptionNotSupported RejectReason = 35
 )
 
 func (r RejectReason) String() string {
@@ -54,7 +54,7 @@ func (r RejectReason) String() string {
 		return "invalid service id (no listener)"
 	case RejectConsumerDefined:
 		return "consumer defined"
-	case RejectVendorOptionNotSu:
+	case RejectVendorOptionNotSupported:
 		return "vendor option not supported"
 	}
 	return fmt.Sprintf("reason %d", uint8(r))

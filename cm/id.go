@@ -96,12 +96,11 @@ func (id *ID) Handle() uint32 { return id.handle }
 func (id *ID) UID() uint64 { return id.uid }
 
 // PortSpace and QPType are what the id was created with.
-func (id *ID) PortSpace() PortSpace         { return id.ps }
-func (id *ID) QPType() uverbs.QPType        { return id.qpType }
-func (id *ID) Channel() *Channel            { return id.ch.Load() }
-func (id *ID) String() string               { return fmt.Sprintf("cm id %d (%v)", id.handle, id.ps) }
-func (id *ID) isClosed() bool               { id.mu.Lock(); defer id.mu.Unlock(); return id.closed }
-func (id *ID) op(s string, a ...any) string { return fmt.Sprintf(s, a...) }
+func (id *ID) PortSpace() PortSpace  { return id.ps }
+func (id *ID) QPType() uverbs.QPType { return id.qpType }
+func (id *ID) Channel() *Channel     { return id.ch.Load() }
+func (id *ID) String() string        { return fmt.Sprintf("cm id %d (%v)", id.handle, id.ps) }
+func (id *ID) isClosed() bool        { id.mu.Lock(); defer id.mu.Unlock(); return id.closed }
 
 // Request is the CONNECT_REQUEST's parameters of a listener's child id
 // (zero for other ids): the peer's private data, QPN and its resources in
@@ -146,8 +145,12 @@ func (id *ID) fail(err error) {
 	}
 }
 
-// next takes the next queued event, waiting under ctx.
+// next takes the next queued event, waiting under ctx. A ctx already done
+// is an error even with events queued (as PollFD.Read and net.Conn do).
 func (id *ID) next(ctx context.Context) (*Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	for {
 		id.mu.Lock()
 		if id.closed {
@@ -594,6 +597,7 @@ func (id *ID) Migrate(to *Channel) error {
 	id.ch.Store(to)
 	from.removeID(id)
 	to.addID(id)
+	to.wake() // the moved events raise no readability edge on to's file
 	return nil
 }
 

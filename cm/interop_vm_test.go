@@ -227,3 +227,35 @@ func TestRdmaClientGoServer(t *testing.T) {
 	require.Contains(t, out.String(), "rdma_client: end 0")
 	_ = fmt.Sprint()
 }
+
+// A peer process killed while connected: its kernel destroys its id, which
+// sends a DREQ; the idle ibgo side gets DISCONNECTED and releases
+// everything (TestMain's leak check counts cm_ids and QPs).
+func TestPeerKilledDisconnects(t *testing.T) {
+	vm, addr := vmAddr(t, 7475)
+	testutil.OneNode(t)
+	tool := cTool(t, "rping")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var cb *connBufs
+	lc := ListenConfig{BeforeAccept: func(c *Conn) error {
+		cb = newConnBufs(t, c, 2, 16)
+		return cb.postRecvs(c, 2)
+	}}
+	l, err := lc.Listen(addr)
+	require.NoError(t, err)
+	defer l.Close()
+	cli := exec.CommandContext(ctx, tool, "-c", "-a", vm.IP, "-p", "7475")
+	require.NoError(t, cli.Start())
+	c, err := l.Accept(ctx)
+	require.NoError(t, err)
+	defer cb.b.close()
+	waitN(t, c.RecvCQ(), 1) // its first message: the connection works
+	require.NoError(t, cli.Process.Kill())
+	cli.Wait()
+	start := time.Now()
+	require.NoError(t, c.WaitDisconnect(ctx))
+	t.Logf("DISCONNECTED %v after the kill", time.Since(start))
+	require.Equal(t, uverbs.QPStateErr, c.QP().State())
+	require.NoError(t, c.Close())
+}

@@ -181,8 +181,9 @@ func TestRpingPeerKilled(t *testing.T) {
 	done := make(chan int, 1)
 	var sout *syncBuffer
 	go func() {
-		c, o, _ := goRping(ctx, "-s", "-a", vm.IP, "-p", "17200", "-v")
+		c, o, e := goRping(ctx, "-s", "-a", vm.IP, "-p", "17200", "-v")
 		sout = o
+		t.Logf("ibgo server exit %d, stderr: %s", c, e)
 		done <- c
 	}()
 	var cli *exec.Cmd
@@ -208,7 +209,10 @@ func TestRpingPeerKilled(t *testing.T) {
 	cli.Wait()
 	select {
 	case code := <-done:
-		require.Equal(t, 0, code)
+		// 0 when the kill shows as the disconnect (flushed work requests);
+		// on 6.12 an RDMA READ/WRITE in flight may fail first with a
+		// remote error instead (rping reports that, exit 255).
+		require.Contains(t, []int{0, 255}, code)
 		require.Contains(t, sout.String(), "server ping data: rdma-ping-3:")
 	case <-time.After(30 * time.Second):
 		t.Fatal("the ibgo server did not notice the killed client within 30 s")
