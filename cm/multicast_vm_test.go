@@ -77,19 +77,7 @@ func TestMulticastJoinLeave(t *testing.T) {
 // report as ErrNotSupported.
 func TestMulticastIPv6Group(t *testing.T) {
 	vm := testutil.VM(t)
-	ifi, err := net.InterfaceByName(vm.Netdev)
-	require.NoError(t, err)
-	addrs, err := ifi.Addrs()
-	require.NoError(t, err)
-	var ll netip.Addr
-	for _, a := range addrs {
-		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is6() && p.Addr().IsLinkLocalUnicast() {
-			ll = p.Addr().WithZone(vm.Netdev)
-		}
-	}
-	if !ll.IsValid() {
-		t.Skipf("%s has no IPv6 link-local address", vm.Netdev)
-	}
+	ll := linkLocal(t, vm)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ep, err := cm.OpenUD(ctx, netip.AddrPortFrom(ll, 0).String(), udOptions(1))
@@ -304,4 +292,20 @@ func kernelAtLeast(major, minor int) bool {
 		return false
 	}
 	return ma > major || ma == major && mi >= minor
+}
+
+// linkLocal is the netdev's IPv6 link-local address with its zone (the
+// test skips without one).
+func linkLocal(t *testing.T, vm testutil.VMInfo) netip.Addr {
+	ifi, err := net.InterfaceByName(vm.Netdev)
+	require.NoError(t, err)
+	addrs, err := ifi.Addrs()
+	require.NoError(t, err)
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is6() && p.Addr().IsLinkLocalUnicast() {
+			return p.Addr().WithZone(vm.Netdev)
+		}
+	}
+	t.Skipf("%s has no IPv6 link-local address", vm.Netdev)
+	return netip.Addr{}
 }

@@ -409,3 +409,56 @@ func signalTCP(t *testing.T, ctx context.Context, ip string, port int) {
 		c.Close()
 	}()
 }
+
+// TestSIDRIPv6: SIDR over the netdev's IPv6 link-local address (RoCE v2
+// GID fe80::…) in one guest, with a datagram each way.
+func TestSIDRIPv6(t *testing.T) {
+	vm := testutil.OneNode(t)
+	ll := linkLocal(t, vm)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	addr := netip.AddrPortFrom(ll, 7204).String()
+	l, err := cm.ListenUD(ctx, addr, udOptions(2))
+	require.NoError(t, err)
+	defer l.Close()
+	sr := rigFor(t, l.Endpoint(), 2, 64)
+	sr.postRecvs()
+	errc := make(chan error, 1)
+	go func() {
+		req, err := l.Accept(ctx)
+		if err == nil {
+			err = req.Accept(nil)
+		}
+		errc <- err
+	}()
+	ep, peer, err := cm.DialUD(ctx, addr, udOptions(2))
+	require.NoError(t, err)
+	defer ep.Close()
+	defer peer.Close()
+	require.NoError(t, <-errc)
+	require.Equal(t, ll.WithZone("").String(), peer.AHAttr.GRH.DGID.String(), "the server's link-local GID")
+	cr := rigFor(t, ep, 2, 64)
+	cr.postRecvs()
+	qpn := ep.QP().QPN()
+	cr.send(peer.AH, peer.QPN, peer.QKey, pattern(3, 64), &qpn, true, 0)
+	require.NoError(t, cr.poll(ctx, 0, 1, nil))
+	var from uverbs.WC
+	var grh []byte
+	require.NoError(t, sr.poll(ctx, 1, 0, func(wc uverbs.WC, buf []byte) {
+		from, grh = wc, append([]byte(nil), buf...)
+	}))
+	require.Equal(t, pattern(3, 64), grh[uverbs.GRHLen:])
+	g, err := uverbs.ParseGRH(grh)
+	require.NoError(t, err)
+	require.Equal(t, 6, g.Version, "an IPv6 GRH")
+	a, err := l.Endpoint().Context().AHAttrFromWC(l.Endpoint().Port(), &from, grh)
+	require.NoError(t, err)
+	ah, err := l.Endpoint().PD().CreateAH(a)
+	require.NoError(t, err)
+	defer ah.Close()
+	sr.send(ah, from.Imm, cm.UDPQKey, pattern(4, 64), nil, true, 0)
+	require.NoError(t, sr.poll(ctx, 0, 1, nil))
+	require.NoError(t, cr.poll(ctx, 1, 0, func(wc uverbs.WC, buf []byte) {
+		require.Equal(t, pattern(4, 64), buf[uverbs.GRHLen:])
+	}))
+}
