@@ -268,8 +268,10 @@ func (e *UDEndpoint) ID() *ID { return e.id }
 // QP is the endpoint's UD QP (RTS), owned by the endpoint.
 func (e *UDEndpoint) QP() *uverbs.QP { return e.id.QP() }
 
-// PD is the QP's protection domain: register buffers with it. PD,
-// Context, SendCQ and RecvCQ are nil once the endpoint is closed.
+// PD is the QP's protection domain: register buffers with it. Unless
+// UDOptions.PD was given it is the device's shared PD (ID.Verbs), which
+// goes with the last id on the device: deregister buffers before Close.
+// PD, Context, SendCQ and RecvCQ are nil once the endpoint is closed.
 func (e *UDEndpoint) PD() *uverbs.PD {
 	if qp := e.id.QP(); qp != nil {
 		return qp.PD()

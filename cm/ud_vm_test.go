@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -461,4 +462,29 @@ func TestSIDRIPv6(t *testing.T) {
 	require.NoError(t, cr.poll(ctx, 1, 0, func(wc uverbs.WC, buf []byte) {
 		require.Equal(t, pattern(4, 64), buf[uverbs.GRHLen:])
 	}))
+}
+
+// TestIPoIBPortSpaceOnRxE: the IPoIB port space takes its Q_Key from the
+// IPoIB broadcast group through the SA, which RoCE does not have; the
+// brief predicted that a QP on such an id cannot be initialised on rxe.
+// This records where it fails.
+func TestIPoIBPortSpaceOnRxE(t *testing.T) {
+	vm := testutil.OneNode(t)
+	ch, err := cm.NewChannel()
+	require.NoError(t, err)
+	defer ch.Close()
+	id, err := ch.CreateID(cm.PortSpaceIPoIB, uverbs.QPTypeUD)
+	require.NoError(t, err)
+	defer id.Close()
+	a, err := cm.ParseAddr(vm.IP)
+	require.NoError(t, err)
+	berr := id.Bind(a)
+	t.Logf("bind: %v", berr)
+	_, _, ierr := id.InitQPAttr(uverbs.QPStateInit)
+	t.Logf("INIT_QP_ATTR(INIT): %v", ierr)
+	_, qerr := id.CreateQP(nil, cm.QPInitAttr{Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	t.Logf("create qp: %v", qerr)
+	require.ErrorIs(t, berr, syscall.EINVAL, "BIND of a PS_IPOIB id to a RoCE address")
+	require.ErrorIs(t, ierr, syscall.EINVAL)
+	require.Error(t, qerr)
 }
