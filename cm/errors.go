@@ -63,7 +63,8 @@ func (r RejectReason) String() string {
 // Error is the error type of package cm: what was attempted (Op, with the
 // address where there is one), the kind of failure (one of the Err*
 // sentinels, or nil), the event that reported it, and the cause (a kernel
-// errno, a context error). errors.Is matches both Kind and the cause.
+// errno, a context error). errors.Is matches both Kind and the cause. A
+// plain value, safe to share once returned.
 type Error struct {
 	Op     string
 	Kind   error

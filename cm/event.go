@@ -63,7 +63,8 @@ func (t EventType) IsError() bool {
 }
 
 // ConnParam are the connection parameters of CONNECT, ACCEPT and the RC
-// events (struct rdma_conn_param). In events, ResponderResources and
+// events (struct rdma_conn_param); a plain value (the calls that take one
+// read it and keep nothing). In events, ResponderResources and
 // InitiatorDepth are already in the local view (the kernel swaps the peer's).
 type ConnParam struct {
 	PrivateData        []byte // ≤56 B on CONNECT (RC), ≤196 on ACCEPT, ≤148 on REJECT; SIDR: 180/136
@@ -95,7 +96,8 @@ type ECE struct {
 }
 
 // Event is one rdma_cm event, copied out of the kernel's record, so it stays
-// valid forever (no rdma_ack_cm_event).
+// valid forever (no rdma_ack_cm_event). It is a plain value: safe to read
+// from several goroutines; its ids are safe for concurrent use.
 type Event struct {
 	Type EventType
 	// Status is the kernel's raw status: a negative errno (ADDR_ERROR,

@@ -530,7 +530,10 @@ func rpingServer(ctx context.Context, o *rpingOpts, stdout, stderr io.Writer) er
 				r.c = nil // Accept closed it
 				r.close()
 			}
-			if !o.persistent || ctx.Err() != nil {
+			if o.persistent && ctx.Err() != nil {
+				return nil // Ctrl-C ends a persistent server
+			}
+			if !o.persistent {
 				return err
 			}
 			fmt.Fprintf(stderr, "rping: %v\n", err)

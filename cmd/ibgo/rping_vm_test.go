@@ -260,3 +260,45 @@ func TestTwoNodeRping(t *testing.T) {
 		})
 	})
 }
+
+// A persistent ibgo server (-P) serves Debian clients one after another
+// (one with a source address and a TOS) until its context ends.
+func TestRpingPersistentServer(t *testing.T) {
+	vm := testutil.OneNode(t)
+	tool := rpingTool(t)
+	before := testutil.Take()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan int, 1)
+	var sout *syncBuffer
+	go func() {
+		c, o, _ := goRping(sctx, "-s", "-P", "-a", vm.IP, "-p", "17220", "-v")
+		sout = o
+		done <- c
+	}()
+	for i, extra := range [][]string{nil, {"-I", vm.IP, "-t", "32"}} {
+		retry(t, func() error {
+			args := append([]string{"-c", "-a", vm.IP, "-p", "17220", "-C", "3", "-v", "-V"}, extra...)
+			out, err := exec.CommandContext(ctx, tool, args...).Output()
+			if err != nil {
+				return fmt.Errorf("client %d: %v: %s", i, err, out)
+			}
+			pingLines(t, string(out), "ping data: ", 3, 64)
+			return nil
+		})
+	}
+	// And ibgo's own client with -I and -t against it.
+	code, out, e := goRping(ctx, "-c", "-a", vm.IP, "-I", vm.IP, "-t", "32", "-p", "17220", "-C", "2", "-v", "-V")
+	require.Equal(t, 0, code, "%s", e)
+	pingLines(t, out.String(), "ping data: ", 2, 64)
+	stop()
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code)
+		require.Equal(t, 8, strings.Count(sout.String(), "server ping data: "))
+	case <-time.After(20 * time.Second):
+		t.Fatal("the persistent server did not stop with its context")
+	}
+	require.Empty(t, before.Diff(testutil.Take()), "fds or kernel objects left")
+}
