@@ -68,7 +68,7 @@ ibgo rping -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port] [-t tos]
 	-a addr		address
 	-I addr		source address to bind to for the client
 	-p port		port (default 7174)
-	-t tos		type of service
+	-t tos		type of service (an ibgo extension: rdma-core 44's rping has no -t)
 	-q		use a self-created QP (accepted; ibgo always manages its QP)`
 
 // isRping reports whether ibgo was invoked through a link named rping.
