@@ -488,3 +488,56 @@ func TestIPoIBPortSpaceOnRxE(t *testing.T) {
 	require.ErrorIs(t, ierr, syscall.EINVAL)
 	require.Error(t, qerr)
 }
+
+// TestUDAddyServerTwoClients: one ListenUD QP answers both of udaddy's ids
+// (udaddy -c 2) and replies to each by the QPN in its immediate data.
+func TestUDAddyServerTwoClients(t *testing.T) {
+	vm := testutil.OneNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const clients, slots = 2, 2 * udaddyCount
+	l, err := cm.ListenUD(ctx, net.JoinHostPort(vm.IP, strconv.Itoa(udaddyPort)), udOptions(slots))
+	require.NoError(t, err)
+	defer l.Close()
+	ep := l.Endpoint()
+	r := rigFor(t, ep, slots, udaddySize)
+	r.postRecvs()
+	c := startC(t, ctx, "udaddy", "-s", vm.IP, "-c", strconv.Itoa(clients))
+	for i := 0; i < clients; i++ {
+		req, err := l.Accept(ctx)
+		require.NoError(t, err)
+		require.NoError(t, req.Accept(nil))
+	}
+	ahs := map[uint32]*uverbs.AH{}
+	defer func() {
+		for _, ah := range ahs {
+			ah.Close()
+		}
+	}()
+	per := map[uint32]int{}
+	require.NoError(t, r.poll(ctx, clients*udaddyCount, 0, func(wc uverbs.WC, buf []byte) {
+		require.Equal(t, wc.SrcQP, wc.Imm)
+		per[wc.Imm]++
+		if ahs[wc.Imm] == nil {
+			a, err := ep.Context().AHAttrFromWC(ep.Port(), &wc, buf)
+			require.NoError(t, err)
+			ahs[wc.Imm], err = ep.PD().CreateAH(a)
+			require.NoError(t, err)
+		}
+	}))
+	require.Len(t, per, clients, "datagrams from two client QPs")
+	seq := 0
+	for qpn, ah := range ahs {
+		require.Equal(t, udaddyCount, per[qpn])
+		for i := 0; i < udaddyCount; i++ {
+			q := qpn
+			r.send(ah, qpn, cm.UDPQKey, pattern(i, udaddySize), &q, true, seq)
+			seq++
+			require.NoError(t, r.poll(ctx, 0, 1, nil))
+		}
+	}
+	out, err := c.wait(ctx)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "data transfers complete")
+	require.Contains(t, out, "return status 0")
+}
