@@ -75,7 +75,7 @@ func (e *UDEndpoint) JoinMulticastAddr(ctx context.Context, group netip.Addr, op
 	e.mu.Lock()
 	closed := e.closed
 	e.mu.Unlock()
-	if closed {
+	if closed || e.id.QP() == nil {
 		return nil, &Error{Op: op, Kind: ErrClosed}
 	}
 	// One join at a time waits on the id's queue, so each MULTICAST_JOIN
@@ -110,7 +110,12 @@ func (e *UDEndpoint) JoinMulticastAddr(ctx context.Context, group netip.Addr, op
 	}
 	m.Peer = *peer
 	if !opts.SendOnly {
-		if err := e.QP().AttachMcast(m.MGID, m.MLID); err != nil {
+		qp := e.QP()
+		if qp == nil {
+			m.Peer.Close()
+			return fail(&Error{Op: op, Kind: ErrClosed})
+		}
+		if err := qp.AttachMcast(m.MGID, m.MLID); err != nil {
 			m.Peer.Close()
 			return fail(err)
 		}
@@ -149,12 +154,12 @@ func (m *Multicast) Leave() error {
 	}
 	m.left = true
 	var errs []error
-	if m.attached {
-		if err := m.ep.QP().DetachMcast(m.MGID, m.MLID); err != nil {
+	if qp := m.ep.QP(); m.attached && qp != nil {
+		if err := qp.DetachMcast(m.MGID, m.MLID); err != nil {
 			errs = append(errs, &Error{Op: "leave multicast " + m.Group.String(), Err: err})
 		}
-		m.attached = false
 	}
+	m.attached = false
 	if err := m.ep.id.leaveMulticast(m.handle); err != nil {
 		errs = append(errs, relabel(err, "leave multicast "+m.Group.String()))
 	}

@@ -49,6 +49,9 @@ type UDPeer struct {
 // NewUDPeer creates the address handle for p (CREATE_AH on pd from the
 // event's ah_attr, as udaddy's and mckey's ibv_create_ah does).
 func NewUDPeer(pd *uverbs.PD, p UDParam) (*UDPeer, error) {
+	if pd == nil {
+		return nil, &Error{Op: "address handle", Err: errors.New("no PD")}
+	}
 	ah, err := pd.CreateAH(p.AH)
 	if err != nil {
 		return nil, &Error{Op: fmt.Sprintf("address handle for QPN %#x at %s", p.QPN, p.AH.GRH.DGID), Err: err}
@@ -252,7 +255,11 @@ func (e *UDEndpoint) Resolve(ctx context.Context, privateData []byte) (*UDPeer, 
 	if !ev.UD {
 		return nil, &Error{Op: "SIDR request", Err: errors.New("the answer is not a UD event")}
 	}
-	return NewUDPeer(e.PD(), ev.UDP)
+	pd := e.PD()
+	if pd == nil {
+		return nil, &Error{Op: "SIDR request", Kind: ErrClosed, Err: errors.New("the endpoint has no QP")}
+	}
+	return NewUDPeer(pd, ev.UDP)
 }
 
 // ID is the endpoint's rdma_cm id (for its events and queries).
@@ -261,15 +268,39 @@ func (e *UDEndpoint) ID() *ID { return e.id }
 // QP is the endpoint's UD QP (RTS), owned by the endpoint.
 func (e *UDEndpoint) QP() *uverbs.QP { return e.id.QP() }
 
-// PD is the QP's protection domain: register buffers with it.
-func (e *UDEndpoint) PD() *uverbs.PD { return e.id.QP().PD() }
+// PD is the QP's protection domain: register buffers with it. Unless
+// UDOptions.PD was given it is the device's shared PD (ID.Verbs), which
+// goes with the last id on the device: deregister buffers before Close.
+// PD, Context, SendCQ and RecvCQ are nil once the endpoint is closed.
+func (e *UDEndpoint) PD() *uverbs.PD {
+	if qp := e.id.QP(); qp != nil {
+		return qp.PD()
+	}
+	return nil
+}
 
 // Context is the verbs context of the QP's device.
-func (e *UDEndpoint) Context() *uverbs.Context { return e.id.QP().PD().Context() }
+func (e *UDEndpoint) Context() *uverbs.Context {
+	if pd := e.PD(); pd != nil {
+		return pd.Context()
+	}
+	return nil
+}
 
 // SendCQ and RecvCQ are the QP's completion queues.
-func (e *UDEndpoint) SendCQ() *uverbs.CQ { return e.id.QP().SendCQ() }
-func (e *UDEndpoint) RecvCQ() *uverbs.CQ { return e.id.QP().RecvCQ() }
+func (e *UDEndpoint) SendCQ() *uverbs.CQ {
+	if qp := e.id.QP(); qp != nil {
+		return qp.SendCQ()
+	}
+	return nil
+}
+
+func (e *UDEndpoint) RecvCQ() *uverbs.CQ {
+	if qp := e.id.QP(); qp != nil {
+		return qp.RecvCQ()
+	}
+	return nil
+}
 
 // Port is the device port the id is bound to (for AHAttrFromWC).
 func (e *UDEndpoint) Port() uint8 {
@@ -282,7 +313,11 @@ func (e *UDEndpoint) Port() uint8 {
 
 // QKey is the QP's Q_Key as the CM set it at INIT (UDPQKey).
 func (e *UDEndpoint) QKey() uint32 {
-	a, _, err := e.id.QP().Query(uverbs.QPAttrQKey)
+	qp := e.id.QP()
+	if qp == nil {
+		return 0
+	}
+	a, _, err := qp.Query(uverbs.QPAttrQKey)
 	if err != nil {
 		return 0
 	}
@@ -399,7 +434,11 @@ func (l *UDListener) Accept(ctx context.Context) (*SIDRRequest, error) {
 // Accept answers the request with the listener's QPN and the CM's Q_Key
 // (a SIDR REP) and privateData (≤136 bytes; the client sees 136).
 func (r *SIDRRequest) Accept(privateData []byte) error {
-	return r.AcceptQPN(r.l.ep.QP().QPN(), privateData)
+	qp := r.l.ep.QP()
+	if qp == nil {
+		return &Error{Op: "accept SIDR request", Kind: ErrClosed}
+	}
+	return r.AcceptQPN(qp.QPN(), privateData)
 }
 
 // AcceptQPN answers the request with another QP of the UDP port space (a
