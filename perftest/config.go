@@ -163,6 +163,7 @@ type Config struct {
 	Events      bool // -e: wait for completion events instead of spinning on the CQs
 	CompVector  int  // -X: the CQs' completion vector (with -e)
 	VectorGiven bool
+	CommCM      bool       // -z: the exchange runs over an rdma_cm RC connection, not TCP
 	Mcast       bool       // -g: UD sends to a multicast group
 	MGID        uverbs.GID // -M: the group (with -g); perftest's default otherwise
 	MGIDGiven   bool

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +27,14 @@ import (
 	"github.com/ibgo/ibgo/uverbs"
 )
 
-func TestMain(m *testing.M) { testutil.Main(m) }
+func TestMain(m *testing.M) {
+	// An rdma_cm control listener (-z) is no TCP socket: the Go server
+	// says when it is up.
+	cmListening = func(port int) { cmListeners.Store(port, true) }
+	testutil.Main(m)
+}
+
+var cmListeners sync.Map
 
 // run is one side's outcome.
 type side struct {
@@ -76,6 +84,9 @@ func exitCode(err error) int {
 // gives up at once, so the Go server must be up first; a probe connection
 // would be the one client perftest accepts).
 func listening(port int) bool {
+	if _, ok := cmListeners.Load(port); ok {
+		return true
+	}
 	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		b, err := os.ReadFile(f)
 		if err != nil {

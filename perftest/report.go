@@ -137,7 +137,7 @@ func (e *engine) banner() {
 		fmt.Fprintf(w, " Outstand reads  : %d\n", e.hw.outReads)
 	}
 	fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
-	fmt.Fprintf(w, " Data ex. method : Ethernet\n")
+	fmt.Fprintf(w, " Data ex. method : %s\n", map[bool]string{false: "Ethernet", true: "rdma_cm"}[p.CommCM])
 	fmt.Fprint(w, resultLine)
 }
 
@@ -154,6 +154,11 @@ func (e *engine) printDest(side string, d Dest) {
 		return
 	}
 	v := e.cfg.Test.Verb
+	if e.cfg.CommCM {
+		// The exchange's own parameters print the lines, and over
+		// rdma_cm their verb is SEND (create_comm_struct).
+		v = Send
+	}
 	s := fmt.Sprintf(" %s address: LID %s QPN %s PSN %s", side, cHex(uint64(d.LID), 4), cHex(uint64(d.QPN), 6), cHex(uint64(d.PSN), 6))
 	if v == Read {
 		s += " OUT " + cHex(uint64(d.OutReads), 4)
