@@ -70,7 +70,6 @@ func sizeArg(v string) (int, error) {
 
 // unsupported names flags perftest has that ibgo refuses, with the reason.
 var unsupported = map[string]string{
-	"R":                "rdma_cm test connections (-R/--rdma_cm) are not done yet (the rdma_cm data exchange, -z, is)",
 	"O":                "dual-port mode (-O/--dualport) is not supported",
 	"W":                "performance counters (-W/--report-counters) are not supported",
 	"L":                "hop limit (-L/--hop_limit) applies to raw Ethernet QPs, which ibgo does not offer",
@@ -218,6 +217,7 @@ func options() []opt {
 		return nil
 	})
 	add('z', "comm_rdma_cm", false, flag(func(p *Config) { p.CommCM = true }))
+	add('R', "rdma_cm", false, flag(func(p *Config) { p.CommCM, p.WorkCM = true, true }))
 	add('h', "help", false, func(p *Config, _ string) error { return errHelp })
 	add('V', "version", false, func(p *Config, _ string) error { return errVersion })
 	add(0, "report_gbits", false, flag(func(p *Config) { p.ReportGbits = true }))
@@ -391,6 +391,7 @@ func Usage(t Test, prog string) string {
 		"    --out_json[_file=F]      also write the records to F (default perftest_out.json)",
 		"    --connect_timeout=SECS   client: keep retrying the server this long (default 10)",
 		"-z, --comm_rdma_cm           exchange over an rdma_cm connection instead of TCP",
+		"-R, --rdma_cm                connect the test QPs with rdma_cm too (RC)",
 		"    --cpu_util               CPU utilisation column (with -D)",
 		"-V, --version                perftest protocol version ibgo speaks",
 	}
@@ -439,7 +440,7 @@ func Usage(t Test, prog string) string {
 	for _, l := range lines {
 		b.WriteString("  " + l + "\n")
 	}
-	b.WriteString("\nRefused (with a message): -R, -O, -W, XRC/DC/SRD, GPU memory, rate limiter.\n")
+	b.WriteString("\nRefused (with a message): -R with UD, -O, -W, XRC/DC/SRD, GPU memory, rate limiter.\n")
 	return b.String()
 }
 

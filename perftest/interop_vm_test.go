@@ -263,8 +263,14 @@ var interopCases = []interopCase{
 // is the reference tool failing to measure, not a result to compare.
 func pairC(tb testing.TB, vm testutil.VMInfo, t Test, goServer bool, args []string) (srv, cli side) {
 	tb.Helper()
+	return pairCWith(tb, vm, t, goServer, args, goSide)
+}
+
+// pairCWith is pairC with the Go side run by goRun.
+func pairCWith(tb testing.TB, vm testutil.VMInfo, t Test, goServer bool, args []string, goRun func(Test, []string) side) (srv, cli side) {
+	tb.Helper()
 	for try := 1; ; try++ {
-		srv, cli = pair(tb, vm, t, goServer, args)
+		srv, cli = pairWith(tb, vm, t, goServer, args, goRun)
 		c := cli
 		if !goServer {
 			c = srv

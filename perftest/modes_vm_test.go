@@ -243,25 +243,48 @@ func TestMcastInterop(t *testing.T) {
 // (address lines without RKey/VAddr, "Data ex. method : rdma_cm") match.
 func TestCommCMInterop(t *testing.T) {
 	vm := testutil.OneNode(t)
-	for _, tc := range []interopCase{
+	cmInterop(t, vm, []interopCase{
 		{"write_bw", "write_bw", []string{"-z", "-n", "300"}, 1},
 		{"read_bw", "read_bw", []string{"-z", "-n", "300"}, 1},
 		{"send_bw", "send_bw", []string{"-z", "-n", "300"}, 1},
 		{"send_bw_ud", "send_bw", []string{"-z", "-c", "UD", "-n", "300", "-s", "1024"}, 1},
 		{"write_lat", "write_lat", []string{"--comm_rdma_cm", "-n", "300"}, 1},
 		{"send_lat", "send_lat", []string{"-z", "-n", "300"}, 1},
-	} {
+	})
+}
+
+// TestWorkCMInterop runs -R (the test QPs connected by rdma_cm, the
+// exchange over rdma_cm too) against perftest -R, both roles, RC:
+// "rdma_cm QPs : ON", both exit 0, the data moved (numbers, and the RDMA
+// servers print the client's report).
+func TestWorkCMInterop(t *testing.T) {
+	vm := testutil.OneNode(t)
+	cmInterop(t, vm, []interopCase{
+		{"write_bw", "write_bw", []string{"-R", "-n", "300"}, 1},
+		{"write_bw_q2", "write_bw", []string{"-R", "-n", "300", "-q", "2", "-s", "4096"}, 1},
+		{"read_bw", "read_bw", []string{"-R", "-n", "300"}, 1},
+		{"send_bw", "send_bw", []string{"-R", "-n", "300"}, 1},
+		{"write_lat", "write_lat", []string{"--rdma_cm", "-n", "300"}, 1},
+		{"send_lat", "send_lat", []string{"-R", "-n", "300"}, 1},
+	})
+}
+
+func cmInterop(t *testing.T, vm testutil.VMInfo, cases []interopCase) {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			test, ok := TestByName(tc.test)
 			require.True(t, ok)
-			gs, cc := pairWith(t, vm, test, true, tc.args, goSideStuck)
+			gs, cc := pairCWith(t, vm, test, true, tc.args, goSideStuck)
 			require.Equal(t, 0, gs.code, "Go server: %s\nC client: %s", gs, cc)
 			require.Equal(t, 0, cc.code, "C client: %s\nGo server: %s", cc, gs)
-			cs, gc := pairWith(t, vm, test, false, tc.args, goSideStuck)
+			cs, gc := pairCWith(t, vm, test, false, tc.args, goSideStuck)
 			require.Equal(t, 0, gc.code, "Go client: %s\nC server: %s", gc, cs)
 			require.Equal(t, 0, cs.code, "C server: %s\nGo client: %s", cs, gc)
 			for _, s := range []side{gs, gc, cs, cc} {
-				require.Contains(t, s.stdout, " Data ex. method : rdma_cm\n")
+				require.Contains(t, s.stdout, " Data ex. method : rdma_cm")
+				if hasFlag(tc.args, "-R") || hasFlag(tc.args, "--rdma_cm") {
+					require.Contains(t, s.stdout, " rdma_cm QPs\t : ON\n")
+				}
 			}
 			assert.Equal(t, shape(cs.stdout), shape(gs.stdout), "server stdout layout (C then Go)\nC:\n%s\nGo:\n%s", cs.stdout, gs.stdout)
 			assert.Equal(t, shape(cc.stdout), shape(gc.stdout), "client stdout layout (C then Go)\nC:\n%s\nGo:\n%s", cc.stdout, gc.stdout)

@@ -136,8 +136,12 @@ func (e *engine) banner() {
 	} else {
 		fmt.Fprintf(w, " Outstand reads  : %d\n", e.hw.outReads)
 	}
-	fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
-	fmt.Fprintf(w, " Data ex. method : %s\n", map[bool]string{false: "Ethernet", true: "rdma_cm"}[p.CommCM])
+	fmt.Fprintf(w, " rdma_cm QPs\t : %s\n", onOff(p.WorkCM))
+	fmt.Fprintf(w, " Data ex. method : %s", map[bool]string{false: "Ethernet", true: "rdma_cm"}[p.CommCM])
+	if p.WorkCM && p.Server == "" {
+		fmt.Fprintf(w, "\n%s Waiting for client rdma_cm QP to connect\n Please run the same command with the IB/RoCE interface IP", resultLine)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprint(w, resultLine)
 }
 

@@ -580,12 +580,15 @@ func (e *engine) runPreamble(pa preamble) error {
 	if err := e.keys(keysQuiet); err != nil {
 		return err
 	}
-	if err := e.checkGIDs(); err != nil {
-		return err
-	}
-	e.joinSender()
-	if err := e.connect(); err != nil {
-		return err
+	// -R: rdma_cm brought the QPs up already, and perftest checks no GIDs.
+	if !e.cfg.WorkCM {
+		if err := e.checkGIDs(); err != nil {
+			return err
+		}
+		e.joinSender()
+		if err := e.connect(); err != nil {
+			return err
+		}
 	}
 	if pa.HSAfterConnect {
 		if err := e.hs(); err != nil {
