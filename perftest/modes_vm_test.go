@@ -74,10 +74,10 @@ func TestEventsInterop(t *testing.T) {
 			test, ok := TestByName(tc.test)
 			require.True(t, ok)
 			var srvEv, cliEv atomic.Uint64
-			gs, cc := pairWith(t, vm, test, true, tc.args, goSideResult(&srvEv))
+			gs, cc := pairCWith(t, vm, test, true, tc.args, goSideResult(&srvEv))
 			require.Equal(t, 0, gs.code, "Go server: %s\nC client: %s", gs, cc)
 			require.Equal(t, 0, cc.code, "C client: %s\nGo server: %s", cc, gs)
-			cs, gc := pairWith(t, vm, test, false, tc.args, goSideResult(&cliEv))
+			cs, gc := pairCWith(t, vm, test, false, tc.args, goSideResult(&cliEv))
 			require.Equal(t, 0, gc.code, "Go client: %s\nC server: %s", gc, cs)
 			require.Equal(t, 0, cs.code, "C server: %s\nGo client: %s", cs, gc)
 
