@@ -52,6 +52,16 @@ func (e *engine) peerGoneCheck() bool {
 	if e.ctx.Err() != nil {
 		return true
 	}
+	return e.oobGone()
+}
+
+// oobGone looks at the control connection: a TCP hang-up, or (rdma_cm, -z)
+// the peer's disconnect.
+func (e *engine) oobGone() bool {
+	if o := e.sess.oob; o != nil && o.cm != nil {
+		return o.cm.gone.Load()
+	}
+	w := &e.sess.wd
 	if w.rc == nil {
 		return false
 	}

@@ -70,12 +70,10 @@ func sizeArg(v string) (int, error) {
 
 // unsupported names flags perftest has that ibgo refuses, with the reason.
 var unsupported = map[string]string{
-	"R":                "rdma_cm connections (-R/--rdma_cm) need ibgo's cm package, which is not done yet",
-	"z":                "rdma_cm data exchange (-z/--comm_rdma_cm) needs ibgo's cm package, which is not done yet",
 	"O":                "dual-port mode (-O/--dualport) is not supported",
 	"W":                "performance counters (-W/--report-counters) are not supported",
 	"L":                "hop limit (-L/--hop_limit) applies to raw Ethernet QPs, which ibgo does not offer",
-	"T":                "TOS (-T/--tos) applies to rdma_cm QPs, which ibgo does not offer yet",
+	"T":                "TOS (-T/--tos) applies to rdma_cm QPs (-R), which ibgo does not offer yet",
 	"j":                "raw Ethernet options are not supported",
 	"use_cuda":         "GPU memory (--use_cuda) is not supported: ibgo is built without CUDA",
 	"use_cuda_bus_id":  "GPU memory (--use_cuda_bus_id) is not supported: ibgo is built without CUDA",
@@ -98,7 +96,7 @@ var unsupported = map[string]string{
 	"inline_recv":      "--inline_recv is not supported",
 	"log_dci_streams":  "DC is not supported",
 	"source_ip":        "--source_ip is not supported",
-	"retry_count":      "--retry_count applies to rdma_cm QPs, which ibgo does not offer yet",
+	"retry_count":      "--retry_count applies to rdma_cm QPs (-R), which ibgo does not offer yet",
 }
 
 func options() []opt {
@@ -218,6 +216,8 @@ func options() []opt {
 		p.MGID, p.MGIDGiven = g, true
 		return nil
 	})
+	add('z', "comm_rdma_cm", false, flag(func(p *Config) { p.CommCM = true }))
+	add('R', "rdma_cm", false, flag(func(p *Config) { p.CommCM, p.WorkCM = true, true }))
 	add('h', "help", false, func(p *Config, _ string) error { return errHelp })
 	add('V', "version", false, func(p *Config, _ string) error { return errVersion })
 	add(0, "report_gbits", false, flag(func(p *Config) { p.ReportGbits = true }))
@@ -390,6 +390,8 @@ func Usage(t Test, prog string) string {
 		"    --json                   one JSON record per size instead of the table",
 		"    --out_json[_file=F]      also write the records to F (default perftest_out.json)",
 		"    --connect_timeout=SECS   client: keep retrying the server this long (default 10)",
+		"-z, --comm_rdma_cm           exchange over an rdma_cm connection instead of TCP",
+		"-R, --rdma_cm                connect the test QPs with rdma_cm too (RC)",
 		"    --cpu_util               CPU utilisation column (with -D)",
 		"-V, --version                perftest protocol version ibgo speaks",
 	}
@@ -438,7 +440,7 @@ func Usage(t Test, prog string) string {
 	for _, l := range lines {
 		b.WriteString("  " + l + "\n")
 	}
-	b.WriteString("\nRefused (with a message): -R, -z, -O, -W, XRC/DC/SRD, GPU memory, rate limiter.\n")
+	b.WriteString("\nRefused (with a message): -R with UD, -O, -W, XRC/DC/SRD, GPU memory, rate limiter.\n")
 	return b.String()
 }
 

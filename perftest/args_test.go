@@ -124,7 +124,9 @@ func TestParseErrors(t *testing.T) {
 		{"write_bw", []string{"-Y"}, "invalid option -- 'Y'", true},
 		{"write_bw", []string{"-s"}, "option requires an argument -- 's'", true},
 		{"write_bw", []string{"--size"}, "option '--size' requires an argument", true},
-		{"write_bw", []string{"-R"}, "need ibgo's cm package", false},
+		{"send_bw", []string{"-R", "-c", "UD"}, "SIDR", false},
+		{"send_bw", []string{"-R", "-c", "UC"}, "UC is not supported in librdmacm", false},
+		{"send_bw", []string{"-R", "-g"}, "doesn't support Multicast with rdma_cm", false},
 		{"write_bw", []string{"--use_cuda=0"}, "built without CUDA", false},
 		{"write_bw", []string{"-c", "DC"}, "DC connection is not supported", false},
 		{"send_bw", []string{"-c", "UD", "-I", "900"}, "Max inline should be between 0 and 884", false},
@@ -268,4 +270,23 @@ func TestHelpListsEventsAndMulticast(t *testing.T) {
 	write := Usage(Test{Write, BW}, "ib_write_bw")
 	assert.NotContains(t, write, "--events")
 	assert.NotContains(t, write, "--mcg")
+}
+
+// Over rdma_cm the keys are perftest 4.5's struct pingpong_dest, 56 bytes,
+// big-endian, at its offsets.
+func TestCMDestLayout(t *testing.T) {
+	d := Dest{LID: 0x1234, OutReads: 16, QPN: 0x11, PSN: 0xabcdef, RKey: 0x1fffb9, VAddr: 0x7f58a406e000,
+		GID: uverbs.GID{10: 0xff, 11: 0xff, 12: 10, 15: 1}}
+	b := encodeCMDest(d, 1)
+	require.Len(t, b, 56)
+	assert.Equal(t, []byte{0, 0, 0x12, 0x34, 0, 0, 0, 16, 0, 0, 0, 0x11, 0, 0xab, 0xcd, 0xef, 0, 0x1f, 0xff, 0xb9, 0, 0, 0, 0}, b[:24])
+	assert.Equal(t, []byte{0, 0, 0x7f, 0x58, 0xa4, 0x06, 0xe0, 0}, b[24:32], "vaddr at 24")
+	assert.Equal(t, d.GID[:], b[32:48], "gid at 32")
+	assert.Equal(t, []byte{0, 0, 0, 1}, b[52:56], "gid_index at 52")
+	got, err := decodeCMDest(b)
+	require.NoError(t, err)
+	assert.Equal(t, d, got)
+	assert.Equal(t, []byte{0xff, 0xff, 0xff, 0xff}, encodeCMDest(Dest{}, -1)[52:56], "no GID: -1")
+	_, err = decodeCMDest(b[:40])
+	assert.Error(t, err)
 }

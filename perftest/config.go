@@ -163,6 +163,8 @@ type Config struct {
 	Events      bool // -e: wait for completion events instead of spinning on the CQs
 	CompVector  int  // -X: the CQs' completion vector (with -e)
 	VectorGiven bool
+	CommCM      bool       // -z: the exchange runs over an rdma_cm RC connection, not TCP
+	WorkCM      bool       // -R: the test QPs are connected by rdma_cm too (implies CommCM)
 	Mcast       bool       // -g: UD sends to a multicast group
 	MGID        uverbs.GID // -M: the group (with -g); perftest's default otherwise
 	MGIDGiven   bool
@@ -319,6 +321,16 @@ func (p *Config) check() error {
 	}
 	if p.VectorGiven && !p.Events {
 		return perr(" Events must be enabled to select a completion vector")
+	}
+	if p.WorkCM {
+		switch {
+		case p.Conn == UC:
+			return perr(" UC is not supported in librdmacm")
+		case p.Mcast:
+			return perr(" Perftest still doesn't support Multicast with rdma_cm")
+		case p.Conn == UD:
+			return perr(" -R with UD: rdma_cm's UD service resolution (SIDR) is not in ibgo's cm package yet; RC works, and -z works with UD")
+		}
 	}
 	if p.Mcast {
 		if p.Bidir {

@@ -87,6 +87,7 @@ const (
 	opEventStall
 	opAttachMcast
 	opMcastIB
+	opCMConnect
 )
 
 var opNames = map[op]string{
@@ -106,7 +107,7 @@ var opNames = map[op]string{
 	opPollSend: "poll the send CQ", opPollRecv: "poll the receive CQ", opCompletion: "complete a work request",
 	opPeerGone: "run the test", opStall: "receive", opWarmUp: "warm up", opCheck: "check the configuration",
 	opCompChannel: "create the completion channel", opCompVector: "check the completion vector",
-	opAttachMcast: "attach the QP to the multicast group", opMcastIB: "use multicast",
+	opAttachMcast: "attach the QP to the multicast group", opMcastIB: "use multicast", opCMConnect: "connect the QPs with rdma_cm",
 	opReqNotify: "request CQ notification", opCQEvent: "wait for a CQ event", opEventStall: "wait for a CQ event",
 }
 
@@ -266,6 +267,8 @@ func perftestText(e *Error) string {
 		return fmt.Sprintf(" Did not get Message for 60 Seconds (received %d of %d)", e.Done, e.Value)
 	case opWarmUp:
 		return fmt.Sprintf(" Failed to warm up: %v", err)
+	case opCMConnect:
+		return fmt.Sprintf("Failed to create RDMA CM connection (QP %d): %v", e.QP, err)
 	case opAttachMcast:
 		return fmt.Sprintf("Couldn't attach QP to MultiCast group %s: %v", e.Text, err)
 	case opMcastIB:

@@ -107,12 +107,10 @@ func (e *engine) watchEvents() {
 			return
 		case <-t.C:
 		}
-		if rc := e.sess.wd.rc; rc != nil {
-			if gone, err := peerHungUp(rc); gone || err != nil {
-				ev.gone.Store(true)
-				ev.cancel()
-				return
-			}
+		if e.oobGone() {
+			ev.gone.Store(true)
+			ev.cancel()
+			return
 		}
 		if s := ev.seq.Load(); ev.waiting.Load() && s == lastSeq {
 			if stuck++; stuck >= eventStallTicks {

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +27,14 @@ import (
 	"github.com/ibgo/ibgo/uverbs"
 )
 
-func TestMain(m *testing.M) { testutil.Main(m) }
+func TestMain(m *testing.M) {
+	// An rdma_cm control listener (-z) is no TCP socket: the Go server
+	// says when it is up.
+	cmListening = func(port int) { cmListeners.Store(port, true) }
+	testutil.Main(m)
+}
+
+var cmListeners sync.Map
 
 // run is one side's outcome.
 type side struct {
@@ -76,6 +84,9 @@ func exitCode(err error) int {
 // gives up at once, so the Go server must be up first; a probe connection
 // would be the one client perftest accepts).
 func listening(port int) bool {
+	if _, ok := cmListeners.Load(port); ok {
+		return true
+	}
 	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -252,8 +263,14 @@ var interopCases = []interopCase{
 // is the reference tool failing to measure, not a result to compare.
 func pairC(tb testing.TB, vm testutil.VMInfo, t Test, goServer bool, args []string) (srv, cli side) {
 	tb.Helper()
+	return pairCWith(tb, vm, t, goServer, args, goSide)
+}
+
+// pairCWith is pairC with the Go side run by goRun.
+func pairCWith(tb testing.TB, vm testutil.VMInfo, t Test, goServer bool, args []string, goRun func(Test, []string) side) (srv, cli side) {
+	tb.Helper()
 	for try := 1; ; try++ {
-		srv, cli = pair(tb, vm, t, goServer, args)
+		srv, cli = pairWith(tb, vm, t, goServer, args, goRun)
 		c := cli
 		if !goServer {
 			c = srv

@@ -5,6 +5,8 @@ package perftest
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -72,10 +74,10 @@ func TestEventsInterop(t *testing.T) {
 			test, ok := TestByName(tc.test)
 			require.True(t, ok)
 			var srvEv, cliEv atomic.Uint64
-			gs, cc := pairWith(t, vm, test, true, tc.args, goSideResult(&srvEv))
+			gs, cc := pairCWith(t, vm, test, true, tc.args, goSideResult(&srvEv))
 			require.Equal(t, 0, gs.code, "Go server: %s\nC client: %s", gs, cc)
 			require.Equal(t, 0, cc.code, "C client: %s\nGo server: %s", cc, gs)
-			cs, gc := pairWith(t, vm, test, false, tc.args, goSideResult(&cliEv))
+			cs, gc := pairCWith(t, vm, test, false, tc.args, goSideResult(&cliEv))
 			require.Equal(t, 0, gc.code, "Go client: %s\nC server: %s", gc, cs)
 			require.Equal(t, 0, cs.code, "C server: %s\nGo client: %s", cs, gc)
 
@@ -232,4 +234,90 @@ func TestMcastInterop(t *testing.T) {
 		assert.Contains(t, gs.stderr, "Found Incompatibility issue with GID types")
 		assert.Contains(t, cc.stderr, "Found Incompatibility issue with GID types")
 	})
+}
+
+// TestCommCMInterop runs -z (the exchange over an rdma_cm RC connection
+// instead of TCP) against perftest -z, both roles: perftest -z speaks only
+// rdma_cm on the port (binary 56-byte keys), so both sides exiting 0 with
+// the numbers the other printed is the exchange working; the layouts
+// (address lines without RKey/VAddr, "Data ex. method : rdma_cm") match.
+func TestCommCMInterop(t *testing.T) {
+	vm := testutil.OneNode(t)
+	cmInterop(t, vm, []interopCase{
+		{"write_bw", "write_bw", []string{"-z", "-n", "300"}, 1},
+		{"read_bw", "read_bw", []string{"-z", "-n", "300"}, 1},
+		{"send_bw", "send_bw", []string{"-z", "-n", "300"}, 1},
+		{"send_bw_ud", "send_bw", []string{"-z", "-c", "UD", "-n", "300", "-s", "1024"}, 1},
+		{"write_lat", "write_lat", []string{"--comm_rdma_cm", "-n", "300"}, 1},
+		{"send_lat", "send_lat", []string{"-z", "-n", "300"}, 1},
+	})
+}
+
+// TestWorkCMInterop runs -R (the test QPs connected by rdma_cm, the
+// exchange over rdma_cm too) against perftest -R, both roles, RC:
+// "rdma_cm QPs : ON", both exit 0, the data moved (numbers, and the RDMA
+// servers print the client's report).
+func TestWorkCMInterop(t *testing.T) {
+	vm := testutil.OneNode(t)
+	cmInterop(t, vm, []interopCase{
+		{"write_bw", "write_bw", []string{"-R", "-n", "300"}, 1},
+		{"write_bw_q2", "write_bw", []string{"-R", "-n", "300", "-q", "2", "-s", "4096"}, 1},
+		{"read_bw", "read_bw", []string{"-R", "-n", "300"}, 1},
+		{"send_bw", "send_bw", []string{"-R", "-n", "300"}, 1},
+		{"write_lat", "write_lat", []string{"--rdma_cm", "-n", "300"}, 1},
+		{"send_lat", "send_lat", []string{"-R", "-n", "300"}, 1},
+	})
+}
+
+func cmInterop(t *testing.T, vm testutil.VMInfo, cases []interopCase) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			test, ok := TestByName(tc.test)
+			require.True(t, ok)
+			gs, cc := pairCWith(t, vm, test, true, tc.args, goSideStuck)
+			require.Equal(t, 0, gs.code, "Go server: %s\nC client: %s", gs, cc)
+			require.Equal(t, 0, cc.code, "C client: %s\nGo server: %s", cc, gs)
+			cs, gc := pairCWith(t, vm, test, false, tc.args, goSideStuck)
+			require.Equal(t, 0, gc.code, "Go client: %s\nC server: %s", gc, cs)
+			require.Equal(t, 0, cs.code, "C server: %s\nGo client: %s", cs, gc)
+			for _, s := range []side{gs, gc, cs, cc} {
+				require.Contains(t, s.stdout, " Data ex. method : rdma_cm")
+				if hasFlag(tc.args, "-R") || hasFlag(tc.args, "--rdma_cm") {
+					require.Contains(t, s.stdout, " rdma_cm QPs\t : ON\n")
+				}
+			}
+			assert.Equal(t, shape(cs.stdout), shape(gs.stdout), "server stdout layout (C then Go)\nC:\n%s\nGo:\n%s", cs.stdout, gs.stdout)
+			assert.Equal(t, shape(cc.stdout), shape(gc.stdout), "client stdout layout (C then Go)\nC:\n%s\nGo:\n%s", cc.stdout, gc.stdout)
+			require.Len(t, resultRows(gc.stdout), tc.rows, "Go client result rows:\n%s", gc.stdout)
+			checkNumbers(t, test, tc, resultRows(gc.stdout))
+			if test.Kind == BW && test.Verb != Send {
+				// The report exchange over rdma_cm: the server prints the
+				// client's numbers.
+				assert.Equal(t, resultRows(gc.stdout)[0], resultRows(cs.stdout)[0], "C server must print the Go client's numbers")
+				assert.Equal(t, resultRows(cc.stdout)[0], resultRows(gs.stdout)[0], "Go server must print the C client's numbers")
+			}
+			t.Logf("Go client:\n%sC client:\n%s", lastRows(gc.stdout), lastRows(cc.stdout))
+		})
+	}
+}
+
+// goSideStuck is goSide with a 60 s bound: a Go side still running then
+// reports where its goroutines are (and fails), so a hang shows its place.
+func goSideStuck(t Test, args []string) side {
+	var o, e bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var stack []byte
+	dumped := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(dumped)
+		buf := make([]byte, 1<<20)
+		stack = buf[:runtime.Stack(buf, true)]
+	})
+	code := Main(ctx, t, "ib_"+t.Name(), args, &o, &e)
+	if !stop() {
+		<-dumped
+		fmt.Fprintf(&e, "--- stuck after 60 s:\n%s", stack)
+	}
+	return side{code, o.String(), e.String()}
 }

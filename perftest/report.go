@@ -136,8 +136,12 @@ func (e *engine) banner() {
 	} else {
 		fmt.Fprintf(w, " Outstand reads  : %d\n", e.hw.outReads)
 	}
-	fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
-	fmt.Fprintf(w, " Data ex. method : Ethernet\n")
+	fmt.Fprintf(w, " rdma_cm QPs\t : %s\n", onOff(p.WorkCM))
+	fmt.Fprintf(w, " Data ex. method : %s", map[bool]string{false: "Ethernet", true: "rdma_cm"}[p.CommCM])
+	if p.WorkCM && p.Server == "" {
+		fmt.Fprintf(w, "\n%s Waiting for client rdma_cm QP to connect\n Please run the same command with the IB/RoCE interface IP", resultLine)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprint(w, resultLine)
 }
 
@@ -154,6 +158,11 @@ func (e *engine) printDest(side string, d Dest) {
 		return
 	}
 	v := e.cfg.Test.Verb
+	if e.cfg.CommCM {
+		// The exchange's own parameters print the lines, and over
+		// rdma_cm their verb is SEND (create_comm_struct).
+		v = Send
+	}
 	s := fmt.Sprintf(" %s address: LID %s QPN %s PSN %s", side, cHex(uint64(d.LID), 4), cHex(uint64(d.QPN), 6), cHex(uint64(d.PSN), 6))
 	if v == Read {
 		s += " OUT " + cHex(uint64(d.OutReads), 4)

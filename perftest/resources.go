@@ -52,6 +52,7 @@ type resources struct {
 	sendCQ  *uverbs.CQ
 	recvCQ  *uverbs.CQ
 	channel *uverbs.CompChannel // -e: both CQs report events here
+	cmq     cmQPs               // -R: the rdma_cm ids that own the QPs
 	mcast   []*uverbs.QP        // -g: QPs attached to mgid
 	mgid    uverbs.GID
 	srq     *uverbs.SRQ
@@ -77,6 +78,7 @@ func (e *engine) close() {
 		ah.Close()
 	}
 	e.detachMcast()
+	r.cmq.close() // destroys -R's QPs
 	for _, qp := range r.qps {
 		qp.Close()
 	}
@@ -352,6 +354,20 @@ func (e *engine) setup() error {
 		cp.MaxRecvWR, cp.MaxRecvSGE = 1, 1
 	}
 	var r [4]byte
+	if p.WorkCM {
+		qps, err := e.connectCMQPs(cp)
+		if err != nil {
+			return err
+		}
+		for i, qp := range qps {
+			e.res.qps = append(e.res.qps, qp)
+			rand.Read(r[:])
+			d := Dest{LID: 0, OutReads: e.hw.outReads, QPN: qp.QPN(), PSN: binary.LittleEndian.Uint32(r[:]) & 0xffffff,
+				RKey: e.res.mr.RKey(), VAddr: e.res.mr.Addr() + uint64((p.NumQPs+i)*e.res.bufSize), GID: e.hw.gid}
+			e.sess.local = append(e.sess.local, d)
+		}
+		return nil
+	}
 	for i := 0; i < p.NumQPs; i++ {
 		qp, err := e.res.pd.CreateQP(uverbs.QPInitAttr{Type: typ, SendCQ: e.res.sendCQ, RecvCQ: e.res.recvCQ, Cap: cp, SRQ: e.res.srq})
 		if err != nil {

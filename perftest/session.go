@@ -129,7 +129,9 @@ func decodeDest(b []byte) (Dest, error) {
 
 // oob is the control connection.
 type oob struct {
-	c        net.Conn
+	c        net.Conn // TCP; nil with cm
+	cm       *cmLink  // -z/-R: the rdma_cm control channel
+	gidIndex int      // the key struct's gid_index over rdma_cm
 	client   bool
 	withGID  bool
 	remVer   float64
@@ -179,10 +181,18 @@ func listenOOB(ctx context.Context, port int) (*oob, error) {
 	return &oob{c: c, deadline: 120 * time.Second}, nil
 }
 
-func (o *oob) Close() error { return o.c.Close() }
+func (o *oob) Close() error {
+	if o.cm != nil {
+		return o.cm.Close()
+	}
+	return o.c.Close()
+}
 
 // xchg sends mine and receives n bytes, in perftest's order (ctx_xchg_data).
 func (o *oob) xchg(mine []byte, n int) ([]byte, error) {
+	if o.cm != nil {
+		return o.xchgCM(mine, n)
+	}
 	rem := make([]byte, n)
 	o.c.SetDeadline(time.Now().Add(o.deadline))
 	defer o.c.SetDeadline(time.Time{})
@@ -385,6 +395,9 @@ func (o *oob) handshake(mine Dest) (Dest, error) { return o.handshakeWait(mine, 
 func (o *oob) barrier(mine Dest) (Dest, error) { return o.handshakeWait(mine, 0) }
 
 func (o *oob) handshakeWait(mine Dest, wait time.Duration) (Dest, error) {
+	if o.cm != nil {
+		return o.handshakeCM(mine, wait)
+	}
 	msg := mine.encode(keyForm(o.withGID))
 	if o.client {
 		o.c.SetWriteDeadline(time.Now().Add(o.deadline))
@@ -462,6 +475,11 @@ func (o *oob) closeConn(mine Dest) error {
 	if _, err := o.barrier(mine); err != nil {
 		return err
 	}
+	if o.cm != nil {
+		// perftest writes no "done" over rdma_cm and keeps the
+		// connection until it exits (ctx_close_connection).
+		return nil
+	}
 	o.c.Write([]byte("done\x00"))
 	return o.c.Close()
 }
@@ -471,10 +489,16 @@ func (o *oob) closeConn(mine Dest) error {
 func (e *engine) establish() error {
 	p := e.cfg
 	var err error
-	if p.Server == "" {
+	switch {
+	case p.Server == "" && p.CommCM:
+		e.waitBanner()
+		e.sess.oob, err = listenCM(e.ctx, p.Port)
+	case p.Server == "":
 		e.waitBanner()
 		e.sess.oob, err = listenOOB(e.ctx, p.Port)
-	} else {
+	case p.CommCM:
+		e.sess.oob, err = dialCM(e.ctx, p.Server, p.Port, time.Duration(p.ConnectFor)*time.Second)
+	default:
 		e.sess.oob, err = dialOOB(e.ctx, p.Server, p.Port, time.Duration(p.ConnectFor)*time.Second)
 	}
 	if err != nil {
@@ -484,6 +508,7 @@ func (e *engine) establish() error {
 	// fails, the loops' watchdog sees it (see peerGoneCheck).
 	e.sess.stopCancel = context.AfterFunc(e.ctx, func() { e.sess.oob.Close() })
 	e.sess.oob.withGID = e.hw.withGID
+	e.sess.oob.gidIndex = p.GIDIndex
 	e.startWatchdog()
 	if p.DontXchg {
 		return &Error{Kind: KindConfig, op: opDontXchg}
@@ -555,12 +580,15 @@ func (e *engine) runPreamble(pa preamble) error {
 	if err := e.keys(keysQuiet); err != nil {
 		return err
 	}
-	if err := e.checkGIDs(); err != nil {
-		return err
-	}
-	e.joinSender()
-	if err := e.connect(); err != nil {
-		return err
+	// -R: rdma_cm brought the QPs up already, and perftest checks no GIDs.
+	if !e.cfg.WorkCM {
+		if err := e.checkGIDs(); err != nil {
+			return err
+		}
+		e.joinSender()
+		if err := e.connect(); err != nil {
+			return err
+		}
 	}
 	if pa.HSAfterConnect {
 		if err := e.hs(); err != nil {

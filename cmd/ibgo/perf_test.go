@@ -46,7 +46,15 @@ func TestPerfSubcommand(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, out, "tests: write_bw")
 
-	code, _, stderr = runIbgo(t, "perf", "write_bw", "-R")
+	// A flag ibgo refuses says why (-R over UD needs SIDR; -R over RC runs).
+	code, _, stderr = runIbgo(t, "perf", "send_bw", "-R", "-c", "UD")
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "rdma_cm")
+	require.Contains(t, stderr, "SIDR")
+
+	code, out, _ = runIbgo(t, "perf", "send_bw", "--help")
+	require.Equal(t, 0, code)
+	for _, f := range []string{"-e, --events", "-g, --mcg", "-M, --MGID", "-z, --comm_rdma_cm", "-R, --rdma_cm"} {
+		require.Contains(t, out, f)
+	}
 }
