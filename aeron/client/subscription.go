@@ -8,6 +8,7 @@ import (
 	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/logbuffer"
 	"github.com/ibgo/ibgo/aeron/protocol"
+	"github.com/ibgo/ibgo/internal/shm"
 )
 
 // FragmentHandler receives each fragment: the payload aliases the log and
@@ -105,6 +106,9 @@ func (s *Subscription) Poll(handler FragmentHandler, fragmentLimit int) int {
 	}
 	imgs := *s.images.Load()
 	n := len(imgs)
+	if n == 1 { // the common case, without the divisions of the fair start
+		return imgs[0].Poll(handler, fragmentLimit)
+	}
 	if n == 0 {
 		return 0
 	}
@@ -227,7 +231,7 @@ func (img *Image) Poll(handler FragmentHandler, fragmentLimit int) int {
 	term := img.log.Term(logbuffer.IndexByPosition(position, img.positionBitsToShift))
 	n, newOffset, _ := logbuffer.Read(term, termOffset, handler, fragmentLimit, &img.header)
 	if newOffset > termOffset {
-		img.subPos.Store(position + int64(newOffset-termOffset))
+		shm.StoreRelease(img.subPos, position+int64(newOffset-termOffset))
 	}
 	return n
 }

@@ -61,3 +61,21 @@ TEXT ·Copy64(SB),NOSPLIT,$0-16
 	MOVQ	R10, 48(DI)
 	MOVQ	R11, 56(DI)
 	RET
+
+// func StoreRelease32(p unsafe.Pointer, v uint32)
+// A store-release to ordinary (write-back, shared) memory: on x86-64 (TSO)
+// a plain MOV, as C11 atomic_store_explicit(memory_order_release) compiles;
+// the call keeps the Go compiler from moving earlier stores after it.
+// sync/atomic's Store is an XCHG, a full barrier that stalls the core.
+TEXT ·StoreRelease32(SB),NOSPLIT,$0-12
+	MOVQ	p+0(FP), AX
+	MOVL	v+8(FP), BX
+	MOVL	BX, (AX)
+	RET
+
+// func StoreRelease64(p unsafe.Pointer, v uint64)
+TEXT ·StoreRelease64(SB),NOSPLIT,$0-16
+	MOVQ	p+0(FP), AX
+	MOVQ	v+8(FP), BX
+	MOVQ	BX, (AX)
+	RET

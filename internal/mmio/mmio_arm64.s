@@ -51,3 +51,19 @@ TEXT ·Copy64(SB),NOSPLIT,$0-16
 	VLD1	(R1), [V0.D2, V1.D2, V2.D2, V3.D2]
 	VST1	[V0.D2, V1.D2, V2.D2, V3.D2], (R0)
 	RET
+
+// func StoreRelease32(p unsafe.Pointer, v uint32)
+// A store-release to ordinary memory: STLR, as C11
+// atomic_store_explicit(memory_order_release) compiles on aarch64.
+TEXT ·StoreRelease32(SB),NOSPLIT,$0-12
+	MOVD	p+0(FP), R0
+	MOVWU	v+8(FP), R1
+	STLRW	R1, (R0)
+	RET
+
+// func StoreRelease64(p unsafe.Pointer, v uint64)
+TEXT ·StoreRelease64(SB),NOSPLIT,$0-16
+	MOVD	p+0(FP), R0
+	MOVD	v+8(FP), R1
+	STLR	R1, (R0)
+	RET

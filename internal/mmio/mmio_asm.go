@@ -57,3 +57,18 @@ func Store64(p unsafe.Pointer, v uint64)
 //
 //go:noescape
 func Copy64(dst, src unsafe.Pointer)
+
+// StoreRelease32 is a store-release of v to ordinary shared memory at p
+// (C11 memory_order_release; Aeron's AERON_SET_RELEASE): earlier loads and
+// stores become visible before it, and it costs a plain store on x86-64,
+// where sync/atomic's sequentially consistent Store is a locked XCHG. p
+// must be 4-byte aligned. The race detector does not see it: callers use
+// sync/atomic in race builds.
+//
+//go:noescape
+func StoreRelease32(p unsafe.Pointer, v uint32)
+
+// StoreRelease64 is StoreRelease32 for 64 bits (8-byte aligned p).
+//
+//go:noescape
+func StoreRelease64(p unsafe.Pointer, v uint64)

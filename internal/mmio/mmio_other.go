@@ -32,3 +32,6 @@ func Copy64(dst, src unsafe.Pointer) {
 		atomic.StoreUint64(&d[i], s[i])
 	}
 }
+
+func StoreRelease32(p unsafe.Pointer, v uint32) { atomic.StoreUint32((*uint32)(p), v) }
+func StoreRelease64(p unsafe.Pointer, v uint64) { atomic.StoreUint64((*uint64)(p), v) }

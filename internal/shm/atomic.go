@@ -30,7 +30,7 @@ func Int64At(b []byte, off int) *atomic.Int64 { return (*atomic.Int64)(check(b, 
 func LoadInt32(b []byte, off int) int32 { return atomic.LoadInt32((*int32)(check(b, off, 4))) }
 
 // StoreInt32 is a store-release of the int32 at off.
-func StoreInt32(b []byte, off int, v int32) { atomic.StoreInt32((*int32)(check(b, off, 4)), v) }
+func StoreInt32(b []byte, off int, v int32) { storeRelease32(check(b, off, 4), v) }
 
 // AddInt32 atomically adds delta to the int32 at off and returns the new value.
 func AddInt32(b []byte, off int, delta int32) int32 {
@@ -46,7 +46,7 @@ func CompareAndSwapInt32(b []byte, off int, old, new int32) bool {
 func LoadInt64(b []byte, off int) int64 { return atomic.LoadInt64((*int64)(check(b, off, 8))) }
 
 // StoreInt64 is a store-release of the int64 at off.
-func StoreInt64(b []byte, off int, v int64) { atomic.StoreInt64((*int64)(check(b, off, 8)), v) }
+func StoreInt64(b []byte, off int, v int64) { storeRelease64(check(b, off, 8), v) }
 
 // AddInt64 atomically adds delta to the int64 at off and returns the new value.
 func AddInt64(b []byte, off int, delta int64) int64 {
