@@ -585,3 +585,36 @@ func TestReorderDuplicateLoss(t *testing.T) {
 		streamTo(t, pub, subs, 3000, 256)
 	})
 }
+
+// TestMulticastLateSubscriber: a subscriber joining a running multicast
+// stream sees DATA of an unknown session, asks for a SETUP on the control
+// group and gets an image that joins at the stream's current position.
+func TestMulticastLateSubscriber(t *testing.T) {
+	pub, subs, _, _ := multicastGroup(t, [2]string{}, [2]string{}, 0)
+	streamPaced(t, pub, subs[:], 500, 256, 50)
+	sd, _ := startDriver(t, udp.Loss{}, nil)
+	late, err := connect(t, sd.Dir()).AddSubscription(context.Background(), pub.Channel(), 1001)
+	require.NoError(t, err)
+	// keep the stream moving until the late subscriber has an image
+	msg := make([]byte, 256)
+	waitFor(t, "an image for the late subscriber", func() bool {
+		pub.Offer(msg)
+		for _, s := range subs {
+			s.Poll(func([]byte, *logbuffer.Header) {}, 256)
+		}
+		time.Sleep(time.Millisecond)
+		return late.IsConnected()
+	})
+	require.Greater(t, late.Images()[0].JoinPosition(), int64(500*288-1), "joined at the running stream's position")
+}
+
+// TestMulticastMinFlowControlReceiverGone: under fc=min a receiver whose
+// driver goes away stops holding the publisher back (EOS status message,
+// or the t: timeout), and the remaining subscriber gets everything.
+func TestMulticastMinFlowControlReceiverGone(t *testing.T) {
+	pub, subs, sds, pd := multicastGroup(t, [2]string{"|fc=min,t:500ms"}, [2]string{}, 0)
+	streamTo(t, pub, subs[:], 200, 256)
+	require.NoError(t, sds[1].Close())
+	waitFor(t, "fc-receivers down to one", func() bool { return streamCounter(t, pd, cnc.TypeFlowControlReceivers) == 1 })
+	streamTo(t, pub, subs[:1], 3000, 256) // far beyond the gone receiver's window
+}
