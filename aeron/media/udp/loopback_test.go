@@ -533,7 +533,7 @@ func TestUnreliableGapsFilled(t *testing.T) {
 	require.Zero(t, systemCounter(t, p.pubDriver, "Retransmits sent"))
 }
 
-func TestReliableConflictRefused(t *testing.T) {
+func TestEndpointOptionConflictsRefused(t *testing.T) {
 	d, _ := startDriver(t, udp.Loss{}, nil)
 	c := connect(t, d.Dir())
 	ch := "aeron:udp?endpoint=127.0.0.1:" + strconv.Itoa(freePort(t))
@@ -541,6 +541,17 @@ func TestReliableConflictRefused(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.AddSubscription(context.Background(), ch+"|reliable=false", 2)
 	require.ErrorContains(t, err, "reliable")
+	_, err = c.AddSubscription(context.Background(), ch+"|gtag=3", 2)
+	require.ErrorContains(t, err, "gtag=3")
+	_, err = c.AddSubscription(context.Background(), ch+"|group=true", 2)
+	require.ErrorContains(t, err, "group=true")
+	_, err = c.AddSubscription(context.Background(), ch+"|reliable=true|group=infer", 2)
+	require.NoError(t, err, "the same settings share the endpoint")
+	tagged := "aeron:udp?endpoint=127.0.0.1:" + strconv.Itoa(freePort(t)) + "|gtag=3"
+	_, err = c.AddSubscription(context.Background(), tagged, 3)
+	require.NoError(t, err)
+	_, err = c.AddSubscription(context.Background(), tagged, 4)
+	require.NoError(t, err, "the same gtag shares the endpoint")
 }
 
 // TestReorderDuplicateLoss: the publisher's driver reorders and
