@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -628,4 +629,42 @@ func TestMulticastMinFlowControlReceiverGone(t *testing.T) {
 	require.NoError(t, sds[1].Close())
 	waitFor(t, "fc-receivers down to one", func() bool { return streamCounter(t, pd, cnc.TypeFlowControlReceivers) == 1 })
 	streamTo(t, pub, subs[:1], 3000, 256) // far beyond the gone receiver's window
+}
+
+// TestMulticastIPv6: an IPv6 group (IPV6_JOIN_GROUP by interface index)
+// through the first up, multicast-capable interface with a non-link-local
+// IPv6 address; skipped when the machine has none (loopback cannot carry
+// IPv6 multicast).
+func TestMulticastIPv6(t *testing.T) {
+	var ifAddr netip.Addr
+	ifs, _ := net.Interfaces()
+	for _, ifi := range ifs {
+		if ifi.Flags&net.FlagUp == 0 || ifi.Flags&net.FlagMulticast == 0 || ifi.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := ifi.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Is6() && !ip.Is4In6() && !ip.IsLinkLocalUnicast() {
+					ifAddr = ip
+				}
+			}
+		}
+		if ifAddr.IsValid() {
+			break
+		}
+	}
+	if !ifAddr.IsValid() {
+		t.Skip("no up, multicast-capable interface with a routable IPv6 address")
+	}
+	ch := "aeron:udp?endpoint=[ff12::1:" + strconv.FormatInt(int64(1+2*(freePort(t)%1000)), 16) + "]:" + strconv.Itoa(freePort(t)) +
+		"|interface=[" + ifAddr.String() + "]"
+	pd, _ := startDriver(t, udp.Loss{}, nil)
+	sd, _ := startDriver(t, udp.Loss{}, nil)
+	sub, err := connect(t, sd.Dir()).AddSubscription(context.Background(), ch, 1001)
+	require.NoError(t, err)
+	pub, err := connect(t, pd.Dir()).AddPublication(context.Background(), ch, 1001)
+	require.NoError(t, err)
+	waitFor(t, "connected over IPv6 multicast", func() bool { return pub.IsConnected() && sub.IsConnected() })
+	streamTo(t, pub, []*client.Subscription{sub}, 1000, 256)
 }
