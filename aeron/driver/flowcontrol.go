@@ -45,12 +45,21 @@ type NetworkConfig struct {
 	// AERON_NAK_MULTICAST_MAX_BACKOFF, default 10 ms).
 	NakMulticastGroupSize  int
 	NakMulticastMaxBackoff time.Duration
+	// NakUnicastDelay (AERON_NAK_UNICAST_DELAY, 100 µs; nak-delay= per
+	// channel) and NakUnicastRetryRatio (AERON_NAK_UNICAST_RETRY_DELAY_RATIO,
+	// 100) time the NAKs of images without group semantics.
+	NakUnicastDelay      time.Duration
+	NakUnicastRetryRatio int
+	// MaxResend is the retransmit actions of a publication with group
+	// semantics (AERON_MAX_RESEND, 16; max-resend= per channel, 1..256).
+	MaxResend int
 }
 
 func defaultNetworkConfig() NetworkConfig {
 	return NetworkConfig{MulticastFlowControl: "max", FlowControlReceiverTimeout: 5 * time.Second,
 		FlowControlGroupTag: -1, ReliableStream: true,
-		NakMulticastGroupSize: nakMulticastGroupSizeDefault, NakMulticastMaxBackoff: nakMulticastMaxBackoffDefault}
+		NakMulticastGroupSize: nakMulticastGroupSizeDefault, NakMulticastMaxBackoff: nakMulticastMaxBackoffDefault,
+		NakUnicastDelay: nakUnicastDelayNs, NakUnicastRetryRatio: nakUnicastRetryRatio, MaxResend: maxResendDefault}
 }
 
 // fromEnv applies the AERON_* variables of the network config; the first
@@ -104,6 +113,27 @@ func (n *NetworkConfig) fromEnv(getenv func(string) string) error {
 			return fmt.Errorf("AERON_NAK_MULTICAST_MAX_BACKOFF=%q: not a positive duration", v)
 		}
 		n.NakMulticastMaxBackoff = d
+	}
+	if v := getenv("AERON_NAK_UNICAST_DELAY"); v != "" {
+		d, err := ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("AERON_NAK_UNICAST_DELAY=%q: %w", v, err)
+		}
+		n.NakUnicastDelay = d
+	}
+	if v := getenv("AERON_NAK_UNICAST_RETRY_DELAY_RATIO"); v != "" {
+		r, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || r < 1 {
+			return fmt.Errorf("AERON_NAK_UNICAST_RETRY_DELAY_RATIO=%q: not a positive number", v)
+		}
+		n.NakUnicastRetryRatio = r
+	}
+	if v := getenv("AERON_MAX_RESEND"); v != "" {
+		r, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || r < 1 || r > uri.MaxResendMax {
+			return fmt.Errorf("AERON_MAX_RESEND=%q: want 1..%d", v, uri.MaxResendMax)
+		}
+		n.MaxResend = r
 	}
 	if v := getenv("AERON_RELIABLE_STREAM"); v != "" {
 		b, err := uri.ParseBool(v)

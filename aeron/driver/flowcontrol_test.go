@@ -51,12 +51,16 @@ func TestNetworkConfigFromEnv(t *testing.T) {
 		"AERON_FLOW_CONTROL_GROUP_MIN_SIZE":                 "2",
 		"AERON_RECEIVER_GROUP_TAG":                          "9",
 		"AERON_RELIABLE_STREAM":                             "false",
+		"AERON_NAK_UNICAST_DELAY":                           "50us",
+		"AERON_NAK_UNICAST_RETRY_DELAY_RATIO":               "3",
+		"AERON_MAX_RESEND":                                  "4",
 	}
 	c, err := ConfigFromEnv(func(k string) string { return env[k] })
 	require.NoError(t, err)
 	require.Equal(t, NetworkConfig{MulticastFlowControl: "min", FlowControlReceiverTimeout: 2 * time.Second, FlowControlGroupTag: 7,
 		FlowControlGroupMinSize: 2, ReceiverGroupTag: 9, HasReceiverGroupTag: true, ReliableStream: false,
-		NakMulticastGroupSize: 10, NakMulticastMaxBackoff: 10 * time.Millisecond}, c.Network)
+		NakMulticastGroupSize: 10, NakMulticastMaxBackoff: 10 * time.Millisecond,
+		NakUnicastDelay: 50 * time.Microsecond, NakUnicastRetryRatio: 3, MaxResend: 4}, c.Network)
 	env["AERON_MULTICAST_FLOWCONTROL_SUPPLIER"] = "fastest"
 	_, err = ConfigFromEnv(func(k string) string { return env[k] })
 	require.ErrorContains(t, err, "AERON_MULTICAST_FLOWCONTROL_SUPPLIER")
@@ -134,7 +138,7 @@ func TestOptimalMulticastNakDelay(t *testing.T) {
 	// for a group of 10 (about 7.35 ms).
 	mean := sum / 10000
 	require.InDelta(t, 7_350_000, mean, 400_000)
-	e := &receiveEndpoint{multicastDelay: d, group: -1}
+	e := &receiveEndpoint{multicastDelay: d, group: -1, nakDelayNs: nakUnicastDelayNs, nakRetryNs: nakUnicastDelayNs * nakUnicastRetryRatio}
 	im := &publicationImage{e: e}
 	require.EqualValues(t, nakUnicastDelayNs, im.nakDelay(false))
 	require.EqualValues(t, nakUnicastDelayNs*nakUnicastRetryRatio, im.nakDelay(true))
@@ -155,7 +159,7 @@ func TestOptimalMulticastNakDelay(t *testing.T) {
 }
 
 func TestRetransmitHandler(t *testing.T) {
-	uni := newRetransmitHandler(false)
+	uni := newRetransmitHandler(false, 16)
 	a, _ := uni.claim(5, 0)
 	require.NotNil(t, a)
 	uni.linger(a, 5, 0, 1024, 100)
@@ -168,7 +172,7 @@ func TestRetransmitHandler(t *testing.T) {
 	a, _ = uni.claim(5, 2048)
 	require.NotNil(t, a, "the linger is over")
 
-	grp := newRetransmitHandler(true)
+	grp := newRetransmitHandler(true, maxResendDefault)
 	for i := range maxResendDefault {
 		a, overflow := grp.claim(1, int32(i*4096))
 		require.NotNil(t, a)

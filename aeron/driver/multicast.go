@@ -84,7 +84,7 @@ func (im *publicationImage) nakDelay(retry bool) int64 {
 		return im.e.multicastDelay.next()
 	}
 	if retry {
-		return nakUnicastDelayNs * nakUnicastRetryRatio
+		return im.e.nakRetryNs
 	}
-	return nakUnicastDelayNs
+	return im.e.nakDelayNs
 }

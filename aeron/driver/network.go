@@ -19,7 +19,7 @@ var udpSupportedKeys = map[string]bool{
 	uri.KeyTermID: true, uri.KeyTermOffset: true, uri.KeySessionID: true, uri.KeyLinger: true,
 	uri.KeySocketSndbuf: true, uri.KeySocketRcvbuf: true, uri.KeyAlias: true,
 	uri.KeyInterface: true, uri.KeyTTL: true, uri.KeyFlowControl: true, uri.KeyGroupTag: true,
-	uri.KeyReliable: true, uri.KeyGroup: true,
+	uri.KeyReliable: true, uri.KeyGroup: true, uri.KeyMaxResend: true, uri.KeyNakDelay: true,
 }
 
 // checkNetworkChannel refuses what the network slice does not do yet.
@@ -145,7 +145,11 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 			return err
 		}
 		if dest.Addr().IsMulticast() {
-			pub.rtx = newRetransmitHandler(true) // group semantics, announced in SETUP
+			maxResend := c.cfg.Network.MaxResend
+			if v, ok := u.Int(uri.KeyMaxResend); ok {
+				maxResend = int(v)
+			}
+			pub.rtx = newRetransmitHandler(true, maxResend) // group semantics, announced in SETUP
 			pub.group = true
 			if v, ok := u.Int(uri.KeyTTL); ok {
 				pub.ttl = int32(v)
@@ -230,6 +234,11 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 		e.setReliable(u, c.cfg.Network)
 		e.group = groupParam(u)
 		e.multicastDelay = newOptimalDelay(c.cfg.Network.NakMulticastGroupSize, c.cfg.Network.NakMulticastMaxBackoff.Nanoseconds())
+		e.nakDelayNs = c.cfg.Network.NakUnicastDelay.Nanoseconds()
+		if v, ok := u.Duration(uri.KeyNakDelay); ok {
+			e.nakDelayNs = v
+		}
+		e.nakRetryNs = e.nakDelayNs * int64(c.cfg.Network.NakUnicastRetryRatio)
 		if bind.Addr().IsMulticast() {
 			// status messages and NAKs go to the control group
 			if e.control, err = multicastControl(bind); err != nil {

@@ -52,6 +52,9 @@ type receiveEndpoint struct {
 	reliable       bool
 	group          int8
 	multicastDelay optimalDelay
+	// the unicast NAK delay and retry delay (nak-delay=, AERON_NAK_UNICAST_DELAY
+	// x AERON_NAK_UNICAST_RETRY_DELAY_RATIO)
+	nakDelayNs, nakRetryNs int64
 
 	// conductor
 	subs   []*subLink

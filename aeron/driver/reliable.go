@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"strconv"
+
 	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/logbuffer"
 	"github.com/ibgo/ibgo/aeron/protocol"
@@ -21,9 +23,10 @@ func (e *receiveEndpoint) setReliable(u *uri.ChannelURI, n NetworkConfig) {
 	}
 }
 
-// checkReliable refuses a subscription whose reliable= differs from the
-// endpoint it would share, as the C driver's "option conflicts with
-// existing subscription" does: one image serves both.
+// checkReliable refuses a subscription whose reliable= (or a gtag= or
+// group= it gives) differs from the endpoint it would share, as the C
+// driver's "option conflicts with existing subscription" does: one image
+// serves both.
 func (e *receiveEndpoint) checkReliable(u *uri.ChannelURI, n NetworkConfig, channel string) error {
 	want := n.ReliableStream
 	if v, ok := u.Bool(uri.KeyReliable); ok {
@@ -31,6 +34,13 @@ func (e *receiveEndpoint) checkReliable(u *uri.ChannelURI, n NetworkConfig, chan
 	}
 	if want != e.reliable {
 		return fail(cnc.ErrorCodeInvalidChannel, "%s: option conflicts with existing subscription: reliable=%t, existing reliable=%t", channel, want, e.reliable)
+	}
+	// gtag and group are the endpoint's too
+	if v, ok := u.Get(uri.KeyGroupTag); ok && (!e.hasGroupTag || strconv.FormatInt(e.groupTag, 10) != v) {
+		return fail(cnc.ErrorCodeInvalidChannel, "%s: option conflicts with existing subscription: gtag=%s", channel, v)
+	}
+	if v, ok := u.Get(uri.KeyGroup); ok && groupParam(u) != e.group {
+		return fail(cnc.ErrorCodeInvalidChannel, "%s: option conflicts with existing subscription: group=%s", channel, v)
 	}
 	return nil
 }

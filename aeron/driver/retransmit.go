@@ -34,10 +34,11 @@ type retransmitHandler struct {
 	active  int
 }
 
-func newRetransmitHandler(group bool) retransmitHandler {
+// newRetransmitHandler: max_retransmits = has_group_semantics ? max_resend : 1.
+func newRetransmitHandler(group bool, maxResend int) retransmitHandler {
 	n := 1
 	if group {
-		n = maxResendDefault
+		n = max(maxResend, 1)
 	}
 	return retransmitHandler{actions: make([]retransmitAction, n)}
 }

@@ -158,7 +158,7 @@ func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamI
 		termWindow: int64(window), pubLmtID: -1, pubPosID: -1, sndPosID: -1, sndLmtID: -1, shouldSendSetup: true,
 		simulateConnection: c.cfg.SpiesSimulateConnection,
 		sendBatch:          make([][]byte, 0, maxDatagramsPerSendDuty),
-		fc:                 &maxFlowControl{multiple: unicastFlowControlRetransmitMultiple}, rtx: newRetransmitHandler(false),
+		fc:                 &maxFlowControl{multiple: unicastFlowControlRetransmitMultiple}, rtx: newRetransmitHandler(false, 1),
 		rcvWindow: min(int64(params.termLength)/2, int64(c.cfg.InitialWindowLength))}
 	p.recvFn = p.onControl
 	if params.hasPosition {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -533,7 +534,7 @@ func TestUnreliableGapsFilled(t *testing.T) {
 	require.Zero(t, systemCounter(t, p.pubDriver, "Retransmits sent"))
 }
 
-func TestReliableConflictRefused(t *testing.T) {
+func TestEndpointOptionConflictsRefused(t *testing.T) {
 	d, _ := startDriver(t, udp.Loss{}, nil)
 	c := connect(t, d.Dir())
 	ch := "aeron:udp?endpoint=127.0.0.1:" + strconv.Itoa(freePort(t))
@@ -541,6 +542,17 @@ func TestReliableConflictRefused(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.AddSubscription(context.Background(), ch+"|reliable=false", 2)
 	require.ErrorContains(t, err, "reliable")
+	_, err = c.AddSubscription(context.Background(), ch+"|gtag=3", 2)
+	require.ErrorContains(t, err, "gtag=3")
+	_, err = c.AddSubscription(context.Background(), ch+"|group=true", 2)
+	require.ErrorContains(t, err, "group=true")
+	_, err = c.AddSubscription(context.Background(), ch+"|reliable=true|group=infer", 2)
+	require.NoError(t, err, "the same settings share the endpoint")
+	tagged := "aeron:udp?endpoint=127.0.0.1:" + strconv.Itoa(freePort(t)) + "|gtag=3"
+	_, err = c.AddSubscription(context.Background(), tagged, 3)
+	require.NoError(t, err)
+	_, err = c.AddSubscription(context.Background(), tagged, 4)
+	require.NoError(t, err, "the same gtag shares the endpoint")
 }
 
 // TestReorderDuplicateLoss: the publisher's driver reorders and
@@ -584,4 +596,75 @@ func TestReorderDuplicateLoss(t *testing.T) {
 		waitFor(t, "connected", func() bool { return pub.IsConnected() && subs[0].IsConnected() && subs[1].IsConnected() })
 		streamTo(t, pub, subs, 3000, 256)
 	})
+}
+
+// TestMulticastLateSubscriber: a subscriber joining a running multicast
+// stream sees DATA of an unknown session, asks for a SETUP on the control
+// group and gets an image that joins at the stream's current position.
+func TestMulticastLateSubscriber(t *testing.T) {
+	pub, subs, _, _ := multicastGroup(t, [2]string{}, [2]string{}, 0)
+	streamPaced(t, pub, subs[:], 500, 256, 50)
+	sd, _ := startDriver(t, udp.Loss{}, nil)
+	late, err := connect(t, sd.Dir()).AddSubscription(context.Background(), pub.Channel(), 1001)
+	require.NoError(t, err)
+	// keep the stream moving until the late subscriber has an image
+	msg := make([]byte, 256)
+	waitFor(t, "an image for the late subscriber", func() bool {
+		pub.Offer(msg)
+		for _, s := range subs {
+			s.Poll(func([]byte, *logbuffer.Header) {}, 256)
+		}
+		time.Sleep(time.Millisecond)
+		return late.IsConnected()
+	})
+	require.Greater(t, late.Images()[0].JoinPosition(), int64(500*288-1), "joined at the running stream's position")
+}
+
+// TestMulticastMinFlowControlReceiverGone: under fc=min a receiver whose
+// driver goes away stops holding the publisher back (EOS status message,
+// or the t: timeout), and the remaining subscriber gets everything.
+func TestMulticastMinFlowControlReceiverGone(t *testing.T) {
+	pub, subs, sds, pd := multicastGroup(t, [2]string{"|fc=min,t:500ms"}, [2]string{}, 0)
+	streamTo(t, pub, subs[:], 200, 256)
+	require.NoError(t, sds[1].Close())
+	waitFor(t, "fc-receivers down to one", func() bool { return streamCounter(t, pd, cnc.TypeFlowControlReceivers) == 1 })
+	streamTo(t, pub, subs[:1], 3000, 256) // far beyond the gone receiver's window
+}
+
+// TestMulticastIPv6: an IPv6 group (IPV6_JOIN_GROUP by interface index)
+// through the first up, multicast-capable interface with a non-link-local
+// IPv6 address; skipped when the machine has none (loopback cannot carry
+// IPv6 multicast).
+func TestMulticastIPv6(t *testing.T) {
+	var ifAddr netip.Addr
+	ifs, _ := net.Interfaces()
+	for _, ifi := range ifs {
+		if ifi.Flags&net.FlagUp == 0 || ifi.Flags&net.FlagMulticast == 0 || ifi.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := ifi.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Is6() && !ip.Is4In6() && !ip.IsLinkLocalUnicast() {
+					ifAddr = ip
+				}
+			}
+		}
+		if ifAddr.IsValid() {
+			break
+		}
+	}
+	if !ifAddr.IsValid() {
+		t.Skip("no up, multicast-capable interface with a routable IPv6 address")
+	}
+	ch := "aeron:udp?endpoint=[ff12::1:" + strconv.FormatInt(int64(1+2*(freePort(t)%1000)), 16) + "]:" + strconv.Itoa(freePort(t)) +
+		"|interface=[" + ifAddr.String() + "]"
+	pd, _ := startDriver(t, udp.Loss{}, nil)
+	sd, _ := startDriver(t, udp.Loss{}, nil)
+	sub, err := connect(t, sd.Dir()).AddSubscription(context.Background(), ch, 1001)
+	require.NoError(t, err)
+	pub, err := connect(t, pd.Dir()).AddPublication(context.Background(), ch, 1001)
+	require.NoError(t, err)
+	waitFor(t, "connected over IPv6 multicast", func() bool { return pub.IsConnected() && sub.IsConnected() })
+	streamTo(t, pub, []*client.Subscription{sub}, 1000, 256)
 }

@@ -70,7 +70,7 @@ var guestModules = []struct{ name, args string }{
 	{"crc32_generic", ""}, {"crc32_pclmul", ""}, // rxe's ICRC asks the crypto API for crc32
 	{"rdma_rxe", ""}, {"ib_uverbs", ""}, {"rdma_ucm", ""}, {"ib_umad", ""},
 	{"dummy", "numdummies=0"}, {"veth", ""},
-	{"sch_netem", ""}, // tc qdisc ... netem: loss, delay, reordering, duplication
+	{"sch_netem", ""},                      // tc qdisc ... netem: loss, delay, reordering, duplication
 	{"virtio_pci", ""}, {"virtio_net", ""}, // the two-guest link
 	{"9pnet_virtio", ""}, {"9p", ""}, // the optional output share
 }
