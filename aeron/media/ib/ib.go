@@ -34,6 +34,9 @@ type Media struct {
 	// completions in error; Unresolved datagrams for a destination no
 	// peer is known for.
 	RecvErrors, SendErrors, Unresolved atomic.Int64
+	// ResolveErrors counts background SIDR attempts of a publication that
+	// failed otherwise than "nobody listens there yet".
+	ResolveErrors atomic.Int64
 }
 
 // New returns the ib medium.
@@ -44,6 +47,10 @@ func (m *Media) Name() string { return string(uri.MediaIB) }
 
 // ResolveTimeout bounds the SIDR exchange of a publication's Open.
 var ResolveTimeout = 5 * time.Second
+
+// ResolveRetry is how often a publication whose subscription has not
+// answered SIDR yet asks again.
+var ResolveRetry = 100 * time.Millisecond
 
 const (
 	minRing   = 64
@@ -95,33 +102,88 @@ func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.
 	ring := ringSize(window, 1024, 0, 0)
 	opts := &cm.UDOptions{Cap: uverbs.QPCap{MaxSendWR: sendSlots, MaxRecvWR: uint32(ring), MaxSendSGE: 1, MaxRecvSGE: 1}}
 	if connect.IsValid() {
-		ctx, cancel := context.WithTimeout(context.Background(), ResolveTimeout)
-		ep, peer, err := cm.DialUD(ctx, connect.String(), opts)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("ib: resolve %s by SIDR: %w", connect, err)
+		t.connect = connect
+		err := t.dial(context.Background(), opts, p, aff, window, ring)
+		if err == nil {
+			return t, nil
 		}
-		t.ep, t.connect = ep, connect
-		t.peers[connect] = peer
-		if peer.AHAttr.IsGlobal {
-			t.keys[peerKey{qpn: peer.QPN, gid: peer.AHAttr.GRH.DGID}] = connect
+		if !errors.Is(err, cm.ErrUnreachable) {
+			t.Close()
+			return nil, err
 		}
-	} else {
-		l, err := cm.ListenUD(context.Background(), bind.String(), opts)
-		if err != nil {
-			return nil, fmt.Errorf("ib: listen on %s: %w", bind, err)
-		}
-		t.l, t.ep = l, l.Endpoint()
+		// Nobody answers SIDR on connect yet: a publication may exist
+		// before its subscription (as an aeron:udp one sends into the
+		// void). Resolve in the background; until then datagrams are
+		// dropped as a UDP socket would drop them.
+		t.done, t.exited = make(chan struct{}), make(chan struct{})
+		go t.dialLoop(opts, p, aff, window, ring)
+		return t, nil
 	}
+	l, err := cm.ListenUD(context.Background(), bind.String(), opts)
+	if err != nil {
+		return nil, fmt.Errorf("ib: listen on %s: %w", bind, err)
+	}
+	t.l, t.ep = l, l.Endpoint()
 	if err := t.setup(p, aff, window, ring); err != nil {
 		t.Close()
 		return nil, err
 	}
-	if t.l != nil {
-		t.done = make(chan struct{})
-		go t.acceptLoop()
-	}
+	t.done, t.exited = make(chan struct{}), make(chan struct{})
+	go t.acceptLoop()
+	t.ready.Store(true)
 	return t, nil
+}
+
+// dial resolves t.connect by SIDR and sets the endpoint up.
+func (t *transport) dial(ctx context.Context, opts *cm.UDOptions, p driver.TransportParams, aff driver.Affinity, window, ring int) error {
+	ctx, cancel := context.WithTimeout(ctx, ResolveTimeout)
+	ep, peer, err := cm.DialUD(ctx, t.connect.String(), opts)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("ib: resolve %s by SIDR: %w", t.connect, err)
+	}
+	t.ep = ep
+	t.peers[t.connect] = peer
+	if peer.AHAttr.IsGlobal {
+		t.keys[peerKey{qpn: peer.QPN, gid: peer.AHAttr.GRH.DGID}] = t.connect
+	}
+	if err := t.setup(p, aff, window, ring); err != nil {
+		return err
+	}
+	t.ready.Store(true)
+	return nil
+}
+
+// dialLoop retries SIDR until a subscription answers or Close.
+func (t *transport) dialLoop(opts *cm.UDOptions, p driver.TransportParams, aff driver.Affinity, window, ring int) {
+	defer close(t.exited)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-t.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-time.After(ResolveRetry):
+		}
+		err := t.dial(ctx, opts, p, aff, window, ring)
+		if err == nil {
+			return
+		}
+		t.release()
+		if !errors.Is(err, cm.ErrUnreachable) {
+			t.m.ResolveErrors.Add(1)
+			if !errors.Is(err, cm.ErrTimeout) {
+				return // a rule broken (the port's MTU): retrying cannot help
+			}
+		}
+	}
 }
 
 type peerKey struct {
@@ -135,7 +197,9 @@ type transport struct {
 	m       *Media
 	ep      *cm.UDEndpoint
 	l       *cm.UDListener
-	done    chan struct{}
+	done    chan struct{} // closed by Close: stops the accept or dial goroutine
+	exited  chan struct{} // closed when that goroutine has returned
+	ready   atomic.Bool   // the endpoint below is set up (stored last)
 	connect netip.AddrPort
 	vctx    *uverbs.Context
 	port    uint8
@@ -218,6 +282,7 @@ func (t *transport) postRecv(i int) error {
 
 // acceptLoop answers every SIDR request with the listener's QP until Close.
 func (t *transport) acceptLoop() {
+	defer close(t.exited)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-t.done; cancel() }()
 	for {
@@ -255,6 +320,9 @@ func (t *transport) reap() error {
 }
 
 func (t *transport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error) {
+	if !t.ready.Load() {
+		return len(datagrams), nil // not resolved yet: lost, as on an unconnected UDP path
+	}
 	if !dest.IsValid() {
 		dest = t.connect
 	}
@@ -290,6 +358,9 @@ func (t *transport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error) {
 }
 
 func (t *transport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
+	if !t.ready.Load() {
+		return 0, nil
+	}
 	if len(t.pending) == 0 {
 		if err := t.reap(); err != nil {
 			return 0, err
@@ -346,7 +417,7 @@ func (t *transport) source(w *uverbs.WC, grh []byte) (netip.AddrPort, bool) {
 	ip = ip.Unmap()
 	port := uint16(w.SrcQP)
 	a := netip.AddrPortFrom(ip, port)
-	for t.peers[a] != nil {
+	for t.peers[a] != nil || a == t.connect {
 		port++
 		a = netip.AddrPortFrom(ip, port)
 	}
@@ -364,6 +435,9 @@ func (t *transport) Reconnect(dest netip.AddrPort) error {
 func (t *transport) SocketRcvbuf() (int, error) { return t.ring * t.payload, nil }
 
 func (t *transport) LocalAddr() string {
+	if !t.ready.Load() {
+		return "0.0.0.0:0" // a publication still resolving its subscription
+	}
 	a := t.ep.LocalAddr()
 	return a.String()
 }
@@ -378,12 +452,21 @@ func (t *transport) Close() error {
 		default:
 			close(t.done)
 		}
+		<-t.exited
 	}
+	return t.release()
+}
+
+// release frees what setup and dial made (idempotent).
+func (t *transport) release() error {
+	t.ready.Store(false)
 	var errs []error
 	for _, p := range t.peers {
 		errs = append(errs, p.Close())
 	}
-	t.peers = map[netip.AddrPort]*cm.UDPeer{}
+	clear(t.peers)
+	clear(t.keys)
+	t.pending = t.pending[:0]
 	if t.mr != nil {
 		errs = append(errs, t.mr.Close())
 		t.mr = nil
@@ -393,6 +476,7 @@ func (t *transport) Close() error {
 	} else if t.ep != nil {
 		errs = append(errs, t.ep.Close())
 	}
+	t.l, t.ep = nil, nil
 	if t.mem != nil {
 		errs = append(errs, t.mem.Close())
 		t.mem = nil

@@ -34,15 +34,23 @@ type stream struct {
 	t          *testing.T
 }
 
-func newStream(t *testing.T, c *client.Client, channel string, size int) *stream {
+func newStream(t *testing.T, c *client.Client, channel string, size int, pubFirst bool) *stream {
 	ctx := context.Background()
 	s := &stream{t: t, size: size}
 	var err error
-	// The subscription first: its transport answers the publication's SIDR.
+	if pubFirst {
+		// The publication's transport finds nobody answering SIDR and
+		// resolves in the background once the subscription exists.
+		s.pub, err = c.AddPublication(ctx, channel, 1001)
+		require.NoError(t, err)
+		time.Sleep(300 * time.Millisecond)
+	}
 	s.sub, err = c.AddSubscription(ctx, channel, 1001)
 	require.NoError(t, err)
-	s.pub, err = c.AddPublication(ctx, channel, 1001)
-	require.NoError(t, err)
+	if !pubFirst {
+		s.pub, err = c.AddPublication(ctx, channel, 1001)
+		require.NoError(t, err)
+	}
 	s.fh = client.NewFragmentAssembler(func(payload []byte, h *logbuffer.Header) {
 		require.Len(t, payload, size)
 		got := int(binary.LittleEndian.Uint64(payload))
@@ -87,8 +95,8 @@ func TestIBAndUDPLoopback(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 
 	hp := vm.IP + ":24571"
-	ibs := newStream(t, c, "aeron:ib?endpoint="+hp+"|mtu=1024", 256)
-	udps := newStream(t, c, "aeron:udp?endpoint="+hp+"|mtu=1024", 256)
+	ibs := newStream(t, c, "aeron:ib?endpoint="+hp+"|mtu=1024", 256, false)
+	udps := newStream(t, c, "aeron:udp?endpoint="+hp+"|mtu=1024", 256, false)
 
 	const nIB, nUDP = 100_000, 20_000
 	msg := make([]byte, 256)
@@ -114,4 +122,34 @@ func TestIBAndUDPLoopback(t *testing.T) {
 	n, err := inspect.Errors(&out, f, time.UTC)
 	require.NoError(t, err)
 	require.Zero(t, n, "error log: %s", out.String())
+}
+
+// TestIBPublicationBeforeSubscription: a publication added before any
+// subscription answers SIDR connects once the subscription appears, and
+// an RC or over-MTU channel is refused with the rule it breaks.
+func TestIBPublicationBeforeSubscription(t *testing.T) {
+	vm := testutil.OneNode(t)
+	cfg := driver.DefaultConfig()
+	cfg.Dir = filepath.Join(t.TempDir(), "aeron")
+	cfg.TermBufferLength = 1 << 20
+	cfg.TimerInterval = 50 * time.Millisecond
+	m := ib.New()
+	d, err := driver.Start(cfg, driver.WithMedia(m))
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	c, err := client.Connect(context.Background(), client.Options{Dir: d.Dir(), IdleSleep: 100 * time.Microsecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+
+	s := newStream(t, c, "aeron:ib?endpoint="+vm.IP+":24573|mtu=4096", 256, true)
+	msg := make([]byte, 256)
+	end := time.Now().Add(deadline)
+	for s.next < 10_000 {
+		require.False(t, time.Now().After(end), "timed out: sent %d got %d", s.sent, s.next)
+		s.step(10_000, msg)
+	}
+	require.Zero(t, m.ResolveErrors.Load())
+
+	_, err = c.AddPublication(context.Background(), "aeron:ib?endpoint="+vm.IP+":24575|ib-qp=rc", 1001)
+	require.ErrorContains(t, err, "ib-qp=rc is not implemented by this driver yet")
 }
