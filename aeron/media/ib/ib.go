@@ -56,7 +56,11 @@ const (
 	minRing   = 64
 	maxRing   = 4096
 	sendSlots = 64
-	pollBatch = 32
+	// signalEvery: one send in this many asks for a completion (selective
+	// signalling); a completion frees its slot and every earlier one, as a
+	// send queue completes in order.
+	signalEvery = 16
+	pollBatch   = 32
 )
 
 // ringSize is the number of receive buffers for a receive window of
@@ -214,6 +218,8 @@ type transport struct {
 	sendBase int // offset of the send slots in mem
 	sendHead int // next send slot
 	sendFree int // send slots not in flight
+	sendTail int // oldest send slot in flight
+	mediaTS  bool
 
 	// preallocated work requests: posting allocates nothing
 	rwr  [1]uverbs.RecvWR
@@ -255,7 +261,8 @@ func (t *transport) setup(p driver.TransportParams, aff driver.Affinity, window,
 	t.ring = min(ring, ringSize(window, t.payload, da.MaxQPWR, da.MaxCQE))
 	t.slot = uverbs.GRHLen + t.payload
 	t.sendBase = t.ring * t.slot
-	t.sendFree = sendSlots
+	t.sendFree, t.sendHead, t.sendTail = sendSlots, 0, 0
+	t.mediaTS = p.MediaTimestamps
 	t.pending = make([]uverbs.WC, 0, t.ring)
 	if t.mem, err = uverbs.AllocMemory((t.ring+sendSlots)*t.slot, uverbs.MemoryOptions{}); err != nil {
 		return fmt.Errorf("ib: receive ring: %w", err)
@@ -308,7 +315,13 @@ func (t *transport) reap() error {
 	for i := range t.wcs[:n] {
 		w := &t.wcs[i]
 		if w.WRID >= sendWRID {
-			t.sendFree++
+			k := int(w.WRID - sendWRID)
+			freed := (k + 1 - t.sendTail + sendSlots) % sendSlots
+			if freed == 0 {
+				freed = sendSlots
+			}
+			t.sendFree += freed
+			t.sendTail = (k + 1) % sendSlots
 			if w.Status != uverbs.WCSuccess {
 				t.m.SendErrors.Add(1)
 			}
@@ -346,7 +359,10 @@ func (t *transport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error) {
 		off := t.sendBase + t.sendHead*t.slot
 		copy(t.mem.Bytes()[off:], d)
 		t.ssge[0] = t.mr.SGE(off, len(d))
-		t.swr[0] = uverbs.SendWR{WRID: sendWRID + uint64(t.sendHead), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: t.ssge[:]}
+		t.swr[0] = uverbs.SendWR{WRID: sendWRID + uint64(t.sendHead), Opcode: uverbs.WRSend, SGL: t.ssge[:]}
+		if t.sendHead%signalEvery == signalEvery-1 {
+			t.swr[0].Flags = uverbs.SendSignaled
+		}
 		peer.Dest(&t.swr[0])
 		if _, err := t.qp.PostSend(t.swr[:]); err != nil {
 			return i, fmt.Errorf("ib: post send to %s: %w", dest, err)
@@ -377,7 +393,13 @@ func (t *transport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 		buf := t.mem.Bytes()[i*t.slot : (i+1)*t.slot]
 		if w.Status == uverbs.WCSuccess && int(w.ByteLen) >= uverbs.GRHLen {
 			if from, ok := t.source(&w, buf[:uverbs.GRHLen]); ok {
-				fn(t, buf[uverbs.GRHLen:w.ByteLen], from, 0)
+				var ts int64
+				if t.mediaTS {
+					// software receive time: completion timestamps
+					// (mlx5) are not wired in yet
+					ts = time.Now().UnixNano()
+				}
+				fn(t, buf[uverbs.GRHLen:w.ByteLen], from, ts)
 				n++
 			}
 		} else if w.Status != uverbs.WCSuccess {
