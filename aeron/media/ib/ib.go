@@ -230,6 +230,7 @@ type transport struct {
 	// receive completions polled while reclaiming send slots, delivered by
 	// the next Recv
 	pending []uverbs.WC
+	pendAt  int // next of pending to deliver
 
 	peers map[netip.AddrPort]*cm.UDPeer
 	keys  map[peerKey]netip.AddrPort
@@ -308,6 +309,10 @@ func (t *transport) acceptLoop() {
 // reap polls the CQ once: send completions free send slots, receive
 // completions are kept for Recv.
 func (t *transport) reap() error {
+	if t.pendAt > 0 { // compact: pending never outgrows the ring
+		t.pending = t.pending[:copy(t.pending, t.pending[t.pendAt:])]
+		t.pendAt = 0
+	}
 	n, err := t.cq.Poll(t.wcs[:])
 	if err != nil {
 		return fmt.Errorf("ib: poll: %w", err)
@@ -377,18 +382,16 @@ func (t *transport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 	if !t.ready.Load() {
 		return 0, nil
 	}
-	if len(t.pending) == 0 {
+	if t.pendAt == len(t.pending) {
+		t.pending, t.pendAt = t.pending[:0], 0
 		if err := t.reap(); err != nil {
 			return 0, err
 		}
 	}
 	n := 0
-	for n < maxN && len(t.pending) > 0 {
-		w := t.pending[0]
-		t.pending = t.pending[1:]
-		if len(t.pending) == 0 {
-			t.pending = t.pending[:0:cap(t.pending)]
-		}
+	for n < maxN && t.pendAt < len(t.pending) {
+		w := t.pending[t.pendAt]
+		t.pendAt++
 		i := int(w.WRID)
 		buf := t.mem.Bytes()[i*t.slot : (i+1)*t.slot]
 		if w.Status == uverbs.WCSuccess && int(w.ByteLen) >= uverbs.GRHLen {
@@ -488,7 +491,7 @@ func (t *transport) release() error {
 	}
 	clear(t.peers)
 	clear(t.keys)
-	t.pending = t.pending[:0]
+	t.pending, t.pendAt = t.pending[:0], 0
 	if t.mr != nil {
 		errs = append(errs, t.mr.Close())
 		t.mr = nil
