@@ -25,7 +25,7 @@ var udpSupportedKeys = map[string]bool{
 // checkNetworkChannel refuses what the network slice does not do yet.
 func checkNetworkChannel(u *uri.ChannelURI, channel string) error {
 	for _, p := range u.Params {
-		if !udpSupportedKeys[p.Key] {
+		if !udpSupportedKeys[p.Key] && (p.Key != uri.KeyIBQueuePair || u.Media != uri.MediaIB) {
 			return fail(cnc.ErrorCodeInvalidChannel, "%s: parameter '%s' is not supported on aeron:%s by this driver yet", channel, p.Key, u.Media)
 		}
 	}
@@ -218,6 +218,11 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 		return err
 	}
 	key := bind.String()
+	if u.Media != uri.MediaUDP {
+		// the binding is part of the endpoint's identity: an aeron:ib and an
+		// aeron:udp subscription on one host:port are two endpoints
+		key = string(u.Media) + "/" + key
+	}
 	e, ok := c.endpoints[key]
 	if !ok {
 		c.awaitEndpointClosed(key)

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ibgo/ibgo/aeron/driver"
+	"github.com/ibgo/ibgo/aeron/media/ib"
 	"github.com/ibgo/ibgo/aeron/media/udp"
 )
 
@@ -109,7 +110,7 @@ func runDriver(c *cli.Context) error {
 	if err != nil {
 		return fail(1, "%v", err)
 	}
-	opts := []driver.Option{driver.WithLog(log), driver.WithMedia(udp.New(loss))}
+	opts := []driver.Option{driver.WithLog(log), driver.WithMedia(udp.New(loss)), driver.WithMedia(ib.New())}
 	if c.IsSet("termination-token") {
 		opts = append(opts, driver.WithTerminationToken([]byte(c.String("termination-token"))))
 	}

@@ -1,0 +1,155 @@
+//go:build linux
+
+package ib_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/aeron/client"
+	"github.com/ibgo/ibgo/aeron/cnc"
+	"github.com/ibgo/ibgo/aeron/driver"
+	"github.com/ibgo/ibgo/aeron/inspect"
+	"github.com/ibgo/ibgo/aeron/logbuffer"
+	"github.com/ibgo/ibgo/aeron/media/ib"
+	"github.com/ibgo/ibgo/aeron/media/udp"
+	"github.com/ibgo/ibgo/internal/testutil"
+	_ "github.com/ibgo/ibgo/rxe"
+)
+
+const deadline = 120 * time.Second
+
+type stream struct {
+	pub        *client.Publication
+	sub        *client.Subscription
+	sent, next int
+	size       int
+	fh         logbuffer.FragmentHandler
+	t          *testing.T
+}
+
+func newStream(t *testing.T, c *client.Client, channel string, size int, pubFirst bool) *stream {
+	ctx := context.Background()
+	s := &stream{t: t, size: size}
+	var err error
+	if pubFirst {
+		// The publication's transport finds nobody answering SIDR and
+		// resolves in the background once the subscription exists.
+		s.pub, err = c.AddPublication(ctx, channel, 1001)
+		require.NoError(t, err)
+		time.Sleep(300 * time.Millisecond)
+	}
+	s.sub, err = c.AddSubscription(ctx, channel, 1001)
+	require.NoError(t, err)
+	if !pubFirst {
+		s.pub, err = c.AddPublication(ctx, channel, 1001)
+		require.NoError(t, err)
+	}
+	s.fh = client.NewFragmentAssembler(func(payload []byte, h *logbuffer.Header) {
+		require.Len(t, payload, size)
+		got := int(binary.LittleEndian.Uint64(payload))
+		require.Equal(t, s.next, got, "%s: message out of order or duplicated", channel)
+		s.next++
+	}).Handler()
+	end := time.Now().Add(deadline)
+	for !s.pub.IsConnected() || !s.sub.IsConnected() {
+		require.False(t, time.Now().After(end), "%s never connected", channel)
+		time.Sleep(time.Millisecond)
+	}
+	return s
+}
+
+// step offers one message if any remain and polls the subscription.
+func (s *stream) step(n int, msg []byte) {
+	if s.sent < n {
+		binary.LittleEndian.PutUint64(msg, uint64(s.sent))
+		if s.pub.Offer(msg) > 0 {
+			s.sent++
+		}
+	}
+	s.sub.Poll(s.fh, 64)
+}
+
+// TestIBAndUDPLoopback: one driver serves aeron:ib (UD over rxe, loopback)
+// and aeron:udp on the same host:port at the same time; every message of
+// both streams arrives once and in order and the error log stays empty.
+func TestIBAndUDPLoopback(t *testing.T) {
+	vm := testutil.OneNode(t)
+	cfg := driver.DefaultConfig()
+	cfg.Dir = filepath.Join(t.TempDir(), "aeron")
+	cfg.TermBufferLength = 1 << 20
+	cfg.TimerInterval = 50 * time.Millisecond
+	cfg.PublicationLingerTimeout = 100 * time.Millisecond
+	m := ib.New()
+	d, err := driver.Start(cfg, driver.WithMedia(udp.New(udp.Loss{})), driver.WithMedia(m))
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	c, err := client.Connect(context.Background(), client.Options{Dir: d.Dir(), IdleSleep: 100 * time.Microsecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+
+	hp := vm.IP + ":24571"
+	ibs := newStream(t, c, "aeron:ib?endpoint="+hp+"|mtu=1024", 256, false)
+	udps := newStream(t, c, "aeron:udp?endpoint="+hp+"|mtu=1024", 256, false)
+
+	const nIB, nUDP = 100_000, 20_000
+	msg := make([]byte, 256)
+	end := time.Now().Add(5 * deadline)
+	start := time.Now()
+	for ibs.next < nIB || udps.next < nUDP {
+		require.False(t, time.Now().After(end), "timed out: ib sent %d got %d, udp sent %d got %d", ibs.sent, ibs.next, udps.sent, udps.next)
+		ibs.step(nIB, msg)
+		udps.step(nUDP, msg)
+	}
+	el := time.Since(start)
+	t.Logf("ib %d + udp %d messages of 256 B in %v (ib %.0f msg/s alongside udp)", nIB, nUDP, el, float64(nIB)/el.Seconds())
+	require.Equal(t, nIB, ibs.next)
+	require.Equal(t, nUDP, udps.next)
+	require.Zero(t, m.RecvErrors.Load(), "receive completions in error")
+	require.Zero(t, m.SendErrors.Load(), "send completions in error")
+	require.Zero(t, m.Unresolved.Load(), "datagrams without a peer")
+
+	f, err := cnc.Open(d.Dir())
+	require.NoError(t, err)
+	defer f.Close()
+	var out bytes.Buffer
+	n, err := inspect.Errors(&out, f, time.UTC)
+	require.NoError(t, err)
+	require.Zero(t, n, "error log: %s", out.String())
+}
+
+// TestIBPublicationBeforeSubscription: a publication added before any
+// subscription answers SIDR connects once the subscription appears, and
+// an RC or over-MTU channel is refused with the rule it breaks.
+func TestIBPublicationBeforeSubscription(t *testing.T) {
+	vm := testutil.OneNode(t)
+	cfg := driver.DefaultConfig()
+	cfg.Dir = filepath.Join(t.TempDir(), "aeron")
+	cfg.TermBufferLength = 1 << 20
+	cfg.TimerInterval = 50 * time.Millisecond
+	m := ib.New()
+	d, err := driver.Start(cfg, driver.WithMedia(m))
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	c, err := client.Connect(context.Background(), client.Options{Dir: d.Dir(), IdleSleep: 100 * time.Microsecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+
+	s := newStream(t, c, "aeron:ib?endpoint="+vm.IP+":24573|mtu=4096", 256, true)
+	msg := make([]byte, 256)
+	end := time.Now().Add(deadline)
+	for s.next < 10_000 {
+		require.False(t, time.Now().After(end), "timed out: sent %d got %d", s.sent, s.next)
+		s.step(10_000, msg)
+	}
+	require.Zero(t, m.ResolveErrors.Load())
+
+	_, err = c.AddPublication(context.Background(), "aeron:ib?endpoint="+vm.IP+":24575|ib-qp=rc", 1001)
+	require.ErrorContains(t, err, "ib-qp=rc is not implemented by this driver yet")
+}
