@@ -46,12 +46,17 @@ type receiveEndpoint struct {
 	// them (reliable=, AERON_RELIABLE_STREAM); group is group= (1 true,
 	// 0 false, -1 infer) and multicastDelay the NAK backoff of images
 	// with group semantics.
-	control        netip.AddrPort
-	groupTag       int64
-	hasGroupTag    bool
-	reliable       bool
-	group          int8
-	multicastDelay optimalDelay
+	control netip.AddrPort
+	// explicitControl: control= on a unicast subscription (dynamic
+	// multi-destination-cast); the receiver registers with the
+	// publication there until it has an image
+	explicitControl bool
+	lastControlNs   map[int32]int64 // stream -> last registration SM
+	groupTag        int64
+	hasGroupTag     bool
+	reliable        bool
+	group           int8
+	multicastDelay  optimalDelay
 	// the unicast NAK delay and retry delay (nak-delay=, AERON_NAK_UNICAST_DELAY
 	// x AERON_NAK_UNICAST_RETRY_DELAY_RATIO)
 	nakDelayNs, nakRetryNs int64
@@ -79,7 +84,7 @@ type receiveEndpoint struct {
 }
 
 func newReceiveEndpoint(key string, t Transport) *receiveEndpoint {
-	e := &receiveEndpoint{key: key, t: t, pendingSetup: map[[2]int32]int64{}, creating: map[[2]int32]int64{}, batch: make([][]byte, 1)}
+	e := &receiveEndpoint{key: key, t: t, pendingSetup: map[[2]int32]int64{}, lastControlNs: map[int32]int64{}, creating: map[[2]int32]int64{}, batch: make([][]byte, 1)}
 	e.recvFn = e.onDatagram
 	return e
 }
@@ -296,6 +301,9 @@ func (e *receiveEndpoint) onSetup(s *protocol.Setup, from netip.AddrPort) {
 // what the conductor scheduled for each image.
 func (e *receiveEndpoint) poll(r *receiver) int {
 	work, _ := e.t.Recv(receivePollPerDuty, e.recvFn)
+	if e.explicitControl {
+		work += e.registerWithControl(r)
+	}
 	for _, im := range e.rimages {
 		work += im.sendPending(r)
 	}
@@ -800,4 +808,41 @@ func (im *publicationImage) close(c *conductor) {
 		free()
 	}
 	fmt.Fprintf(c.log, "image %d: session %d stream %d unavailable\n", im.regID, im.sessionID, im.streamID)
+}
+
+// registerWithControl sends, for each subscribed stream without an image,
+// a status message asking for SETUP to the control address, every
+// controlSetupIntervalNs: a dynamic multi-destination-cast publication adds
+// this endpoint as a destination on it (the C receiver's pending setups
+// with a control address).
+func (e *receiveEndpoint) registerWithControl(r *receiver) int {
+	work := 0
+	for _, s := range e.rsubs {
+		if e.hasImageOf(s.streamID) {
+			continue
+		}
+		if last, ok := e.lastControlNs[s.streamID]; ok && r.nowNs-last < controlSetupIntervalNs {
+			continue
+		}
+		e.lastControlNs[s.streamID] = r.nowNs
+		var session int32
+		if s.hasSession {
+			session = s.sessionID
+		}
+		sm := protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: protocol.SMFlagSetup}, SessionID: session, StreamID: s.streamID}
+		n, _ := sm.Encode(e.ctl[:])
+		e.sendTo(r, e.control, e.ctl[:n])
+		r.sys[sysStatusMessagesSent].Add(1)
+		work++
+	}
+	return work
+}
+
+func (e *receiveEndpoint) hasImageOf(streamID int32) bool {
+	for _, im := range e.rimages {
+		if im.streamID == streamID {
+			return true
+		}
+	}
+	return false
 }
