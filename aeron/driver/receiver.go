@@ -51,6 +51,7 @@ type receiveEndpoint struct {
 	// multi-destination-cast); the receiver registers with the
 	// publication there until it has an image
 	explicitControl bool
+	receiverID      int64
 	lastControlNs   map[int32]int64 // stream -> last registration SM
 	groupTag        int64
 	hasGroupTag     bool
@@ -84,7 +85,9 @@ type receiveEndpoint struct {
 }
 
 func newReceiveEndpoint(key string, t Transport) *receiveEndpoint {
-	e := &receiveEndpoint{key: key, t: t, pendingSetup: map[[2]int32]int64{}, lastControlNs: map[int32]int64{}, creating: map[[2]int32]int64{}, batch: make([][]byte, 1)}
+	// one receiver id per endpoint, as the C driver's endpoint->receiver_id:
+	// a multi-destination-cast sender tracks receivers by it
+	e := &receiveEndpoint{key: key, t: t, receiverID: rand.Int64(), pendingSetup: map[[2]int32]int64{}, lastControlNs: map[int32]int64{}, creating: map[[2]int32]int64{}, batch: make([][]byte, 1)}
 	e.recvFn = e.onDatagram
 	return e
 }
@@ -266,7 +269,7 @@ func (e *receiveEndpoint) elicitSetup(sessionID, streamID int32, from netip.Addr
 		clear(e.pendingSetup)
 	}
 	e.pendingSetup[k] = r.nowNs
-	sm := protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: protocol.SMFlagSetup}, SessionID: sessionID, StreamID: streamID}
+	sm := protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: protocol.SMFlagSetup}, SessionID: sessionID, StreamID: streamID, ReceiverID: e.receiverID}
 	n, _ := sm.Encode(e.ctl[:])
 	e.sendTo(r, from, e.ctl[:n])
 	r.sys[sysStatusMessagesSent].Add(1)
@@ -449,7 +452,7 @@ func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, fr
 	im := &publicationImage{e: e, regID: regID, sessionID: s.SessionID, streamID: s.StreamID, source: from,
 		sourceIdentity: from.String(), log: log, logFile: path, logLength: int64(len(log.Bytes())),
 		termLength: int64(s.TermLength), positionBitsToShift: logbuffer.PositionBitsToShift(s.TermLength),
-		initialTermID: s.InitialTermID, receiverID: rand.Int64(), hwmID: -1, rcvPosID: -1, lossEntry: -1}
+		initialTermID: s.InitialTermID, receiverID: e.receiverID, hwmID: -1, rcvPosID: -1, lossEntry: -1}
 	im.eosPosition.Store(math.MaxInt64)
 	im.window = min(im.termLength/2, int64(c.cfg.InitialWindowLength))
 	im.onGap = im.recordGap
@@ -829,7 +832,7 @@ func (e *receiveEndpoint) registerWithControl(r *receiver) int {
 		if s.hasSession {
 			session = s.sessionID
 		}
-		sm := protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: protocol.SMFlagSetup}, SessionID: session, StreamID: s.streamID}
+		sm := protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: protocol.SMFlagSetup}, SessionID: session, StreamID: s.streamID, ReceiverID: e.receiverID}
 		n, _ := sm.Encode(e.ctl[:])
 		e.sendTo(r, e.control, e.ctl[:n])
 		r.sys[sysStatusMessagesSent].Add(1)

@@ -423,21 +423,25 @@ func (p *networkPublication) onControl(_ Transport, buf []byte, from netip.AddrP
 			c.sys[sysInvalidPackets].Add(1)
 			return
 		}
+		if p.mdc != nil {
+			// any status message registers (dynamic) or refreshes its
+			// sender as a destination, before the publication is looked
+			// up: the C receiver's periodic pending setup to the control
+			// address carries session 0 and stream 0
+			// (aeron_send_channel_endpoint_on_status_message)
+			p.mdc.onStatusMessage(from, c.nowNs)
+		}
 		if sm.StreamID != p.streamID {
 			return
 		}
 		if sm.SessionID != p.sessionID {
-			// a dynamic multi-destination-cast receiver without an image
-			// asks for SETUP with session 0 (its pending setup to the
-			// control address)
+			// ibgo's receivers ask for SETUP with session 0 and their
+			// stream until they have an image
 			if p.mdc == nil || p.mdc.manual || sm.SessionID != 0 || sm.Flags&protocol.SMFlagSetup == 0 {
 				return
 			}
 		}
 		c.sys[sysStatusMessagesReceived].Add(1)
-		if p.mdc != nil {
-			p.mdc.onStatusMessage(from, c.nowNs)
-		}
 		if sm.Flags&protocol.SMFlagSetup != 0 {
 			p.fc.onTriggerSendSetup(&sm)
 			p.shouldSendSetup = true
