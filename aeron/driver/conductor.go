@@ -452,10 +452,10 @@ func (c *conductor) dispatch(typeID int32, msg []byte, hdr cnc.Correlated, cl *c
 	return fail(cnc.ErrorCodeUnknownCommandTypeID, "command type id 0x%x unknown", typeID)
 }
 
-// onDestination answers the destination commands as the C driver does for
-// channels without manual control of destinations, the only ones this
-// driver's media offer (control-mode=manual is refused when the channel is
-// added): aeron_driver_conductor_on_add_send_destination,
+// onDestination answers the destination commands as the C driver does:
+// publications with control-mode=manual add and remove send destinations
+// (onSendDestination); other channels do not allow manual control:
+// aeron_driver_conductor_on_add_send_destination,
 // on_remove_send_destination and find_mds_subscription. Send destinations
 // are looked up among network publications only, receive destinations
 // among network subscriptions only, so IPC resources are unknown there.
