@@ -20,7 +20,7 @@ var udpSupportedKeys = map[string]bool{
 	uri.KeySocketSndbuf: true, uri.KeySocketRcvbuf: true, uri.KeyAlias: true,
 	uri.KeyInterface: true, uri.KeyTTL: true, uri.KeyFlowControl: true, uri.KeyGroupTag: true,
 	uri.KeyReliable: true, uri.KeyGroup: true, uri.KeyMaxResend: true, uri.KeyNakDelay: true,
-	uri.KeyControl: true, uri.KeyControlMode: true,
+	uri.KeyControl: true, uri.KeyControlMode: true, uri.KeyReceiverWindow: true,
 }
 
 // checkNetworkChannel refuses what the network slice does not do yet.
@@ -106,6 +106,9 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 	}
 	if params.mtu > params.termLength/8 {
 		return fail(cnc.ErrorCodeInvalidChannel, "mtu %d is greater than term-length/8 (%d)", params.mtu, params.termLength/8)
+	}
+	if err := checkMTUForSndbuf(u, c.cfg, params.mtu); err != nil {
+		return err
 	}
 	mdc, manual := mdcMode(u)
 	var dest, control netip.AddrPort
@@ -269,15 +272,28 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 		}
 	}
 	key := bind.String()
+	rcvWnd := int64(c.cfg.InitialWindowLength)
+	if v, ok := u.Size(uri.KeyReceiverWindow); ok {
+		rcvWnd = v
+	}
+	bufs := c.transportParams(u, c.cfg.MTULength)
 	e, ok := c.endpoints[key]
+	if ok {
+		if err := e.checkBuffers(u, bufs, rcvWnd, cmd.Channel); err != nil {
+			return err
+		}
+	} else if err := checkWindowForRcvbuf(rcvWnd, bufs.SocketRcvbuf, cmd.Channel); err != nil {
+		return err
+	}
 	if !ok {
 		c.awaitEndpointClosed(key)
 		med, _ := c.media.lookup(u.Media)
-		t, err := med.Open(u, bind, netip.AddrPort{}, c.transportParams(u, c.cfg.MTULength), AffinityReceiver)
+		t, err := med.Open(u, bind, netip.AddrPort{}, bufs, AffinityReceiver)
 		if err != nil {
 			return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
 		}
 		e = newReceiveEndpoint(key, t)
+		e.channel, e.rcvWnd, e.soRcvbuf, e.soSndbuf = cmd.Channel, rcvWnd, bufs.SocketRcvbuf, bufs.SocketSndbuf
 		if err := e.setGroupTag(u, c.cfg.Network); err != nil {
 			_ = t.Close()
 			return err

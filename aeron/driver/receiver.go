@@ -52,12 +52,18 @@ type receiveEndpoint struct {
 	// publication there until it has an image
 	explicitControl bool
 	receiverID      int64
-	lastControlNs   map[int32]int64 // stream -> last registration SM
-	groupTag        int64
-	hasGroupTag     bool
-	reliable        bool
-	group           int8
-	multicastDelay  optimalDelay
+	// the channel that created the endpoint, its receiver window
+	// (rcv-wnd or AERON_RCV_INITIAL_WINDOW_LENGTH) and socket buffer
+	// lengths (0: not set); fixed at creation
+	channel            string
+	rcvWnd             int64
+	soRcvbuf, soSndbuf int
+	lastControlNs      map[int32]int64 // stream -> last registration SM
+	groupTag           int64
+	hasGroupTag        bool
+	reliable           bool
+	group              int8
+	multicastDelay     optimalDelay
 	// the unicast NAK delay and retry delay (nak-delay=, AERON_NAK_UNICAST_DELAY
 	// x AERON_NAK_UNICAST_RETRY_DELAY_RATIO)
 	nakDelayNs, nakRetryNs int64
@@ -454,7 +460,9 @@ func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, fr
 		termLength: int64(s.TermLength), positionBitsToShift: logbuffer.PositionBitsToShift(s.TermLength),
 		initialTermID: s.InitialTermID, receiverID: e.receiverID, hwmID: -1, rcvPosID: -1, lossEntry: -1}
 	im.eosPosition.Store(math.MaxInt64)
-	im.window = min(im.termLength/2, int64(c.cfg.InitialWindowLength))
+	// the static window of aeron_static_window_congestion_control: half a
+	// term at most, else the endpoint channel's rcv-wnd
+	im.window = min(im.termLength/2, e.rcvWnd)
 	im.onGap = im.recordGap
 	im.group = e.imageGroup(s.Flags)
 	m := log.Metadata()
