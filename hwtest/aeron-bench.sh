@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# aeron-bench.sh: IPC, 256-byte messages, one publisher and one subscriber:
+# aeron-bench.sh: IPC or UDP loopback, 256-byte messages, one publisher and one subscriber:
 # messages/s and ping-pong RTT p50/p99/p99.9, for ibgo's client + ibgo driver
 # and (when AERON_C_BIN is given) Aeron's C samples + C driver, interleaved:
 # ROUNDS rounds, the two stacks alternating which goes first, medians and
 # their ratio printed at the end (make bench-aeron).
 #
-#   ROUNDS=3 MESSAGES=10000000 PINGS=20000 hwtest/aeron-bench.sh IBGO [AERON_C_BIN]
+#   ROUNDS=3 MESSAGES=10000000 PINGS=20000 MEDIA=ipc hwtest/aeron-bench.sh IBGO [AERON_C_BIN]
+#
+# MEDIA=udp runs the same over aeron:udp on loopback with 2 MiB socket
+# buffers and receiver window (so-sndbuf, so-rcvbuf, rcv-wnd; the issue's
+# configuration, aeron-brief §2.2): the throughput pair on one unicast
+# channel, ping and pong on two; publisher and subscriber share one driver
+# in both stacks.
 #
 # Throughput: ibgo `aeron throughput` (publisher and subscriber in one
 # process, publisher's rate over all messages) against Aeron's
@@ -21,7 +27,21 @@ ROUNDS=${ROUNDS:-3}
 MESSAGES=${MESSAGES:-10000000}
 PINGS=${PINGS:-20000}
 WARM=$((PINGS / 4))
-C=aeron:ipc
+MEDIA=${MEDIA:-ipc}
+case $MEDIA in
+ipc)
+	C=aeron:ipc PC=aeron:ipc QC=aeron:ipc
+	;;
+udp)
+	B="|so-sndbuf=2m|so-rcvbuf=2m|rcv-wnd=2m"
+	P=$((22000 + RANDOM % 500 * 3))
+	C="aeron:udp?endpoint=127.0.0.1:$P$B" PC="aeron:udp?endpoint=127.0.0.1:$((P + 1))$B" QC="aeron:udp?endpoint=127.0.0.1:$((P + 2))$B"
+	;;
+*)
+	echo "aeron-bench: MEDIA=$MEDIA: want ipc or udp" >&2
+	exit 2
+	;;
+esac
 
 WORK=$(mktemp -d /tmp/ibgo-bench.XXXXXX)
 PIDS=()
@@ -87,13 +107,13 @@ run_ibgo() { # appends "tput p50 p99 p999" to $WORK/ibgo.txt
 	local drv=$LAST
 	wait_file "$DIR/cnc.dat" || return
 	sleep 0.5
-	timeout -s INT 600 "$IBGO" aeron throughput --dir "$DIR" --channel $C --messages "$MESSAGES" --length 256 >"$WORK/ibgo-tput.log" 2>&1
+	timeout -s INT 600 "$IBGO" aeron throughput --dir "$DIR" --channel "$C" --messages "$MESSAGES" --length 256 >"$WORK/ibgo-tput.log" 2>&1
 	local tput
 	tput=$(grep -o '[0-9.]* M msg/s' "$WORK/ibgo-tput.log" | tail -1 | awk '{print $1}')
-	bg "$WORK/ibgo-pong.log" "$IBGO" aeron pong --dir "$DIR"
+	bg "$WORK/ibgo-pong.log" "$IBGO" aeron pong --dir "$DIR" --channel "$PC" --pong-channel "$QC"
 	local pong=$LAST
 	sleep 0.5
-	timeout -s INT 600 "$IBGO" aeron ping --dir "$DIR" --messages "$PINGS" --warmup "$WARM" --length 256 >"$WORK/ibgo-ping.log" 2>&1
+	timeout -s INT 600 "$IBGO" aeron ping --dir "$DIR" --channel "$PC" --pong-channel "$QC" --messages "$PINGS" --warmup "$WARM" --length 256 >"$WORK/ibgo-ping.log" 2>&1
 	stop "$pong"
 	stop "$drv"
 	local l p50 p99 p999
@@ -111,17 +131,17 @@ run_c() { # appends "tput p50 p99 p999" to $WORK/c.txt
 	local drv=$LAST
 	wait_file "$DIR/cnc.dat" || return
 	sleep 0.5
-	bg "$WORK/c-rate.log" "$BIN/rate_subscriber" -p "$DIR" -c $C -s 1001
+	bg "$WORK/c-rate.log" "$BIN/rate_subscriber" -p "$DIR" -c "$C" -s 1001
 	local sub=$LAST
 	sleep 0.5
-	timeout -s INT 600 "$BIN/streaming_publisher" -p "$DIR" -c $C -s 1001 -L 256 -m "$MESSAGES" >"$WORK/c-pub.log" 2>&1
+	timeout -s INT 600 "$BIN/streaming_publisher" -p "$DIR" -c "$C" -s 1001 -L 256 -m "$MESSAGES" >"$WORK/c-pub.log" 2>&1
 	stop "$sub"
 	local tput
 	tput=$(sed -n 's/^Total: [0-9]*ms, \([0-9.e+]*\) msgs\/sec.*/\1/p' "$WORK/c-pub.log" | awk '{printf "%.3f", $1 / 1e6}')
-	bg "$WORK/c-pong.log" "$BIN/cpong" -p "$DIR" -c $C -C $C
+	bg "$WORK/c-pong.log" "$BIN/cpong" -p "$DIR" -c "$PC" -C "$QC"
 	local pong=$LAST
 	sleep 0.5
-	timeout -s INT 600 "$BIN/cping" -p "$DIR" -c $C -C $C -m "$PINGS" -w "$WARM" -L 256 >"$WORK/c-ping.log" 2>&1
+	timeout -s INT 600 "$BIN/cping" -p "$DIR" -c "$PC" -C "$QC" -m "$PINGS" -w "$WARM" -L 256 >"$WORK/c-ping.log" 2>&1
 	stop "$pong"
 	stop "$drv"
 	local p50 p99 p999
@@ -138,7 +158,7 @@ median() { # median FILE COLUMN
 		if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-echo "aeron-bench: IPC, 256-byte messages, $ROUNDS rounds, $MESSAGES messages, $PINGS pings; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg) at start"
+echo "aeron-bench: $MEDIA ($C), 256-byte messages, $ROUNDS rounds, $MESSAGES messages, $PINGS pings; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg) at start"
 [ -n "$BIN" ] || echo "aeron-bench: AERON_C_BIN not set: ibgo only (see mk/aeron.mk for how to build Aeron's C samples)"
 for r in $(seq "$ROUNDS"); do
 	echo "round $r (load $(cut -d' ' -f1 /proc/loadavg))"

@@ -180,10 +180,10 @@ grep -q 'Bytes sent' "$WORK/AeronStat.log" && grep -q 'Control protocol version'
 ok=$?
 result "AeronStat -w false" $([ "$rc" = 0 ] && [ $ok = 0 ] && [ "$rows" -gt 30 ] && echo 0 || echo 1) "exit $rc, $rows counter rows"
 
-# A dynamic multi-destination aeron:udp channel is refused by ibgo driver
+# A response channel (control-mode=response) is refused by ibgo driver
 # (not supported yet); the refusal must show in the distinct error log
 # that ErrorStat reads.
-run 20 udp-publisher "$BIN/basic_publisher" -p "$D" -c 'aeron:udp?control=127.0.0.1:40457|control-mode=dynamic' -m 1 -l 0
+run 20 udp-publisher "$BIN/basic_publisher" -p "$D" -c 'aeron:udp?control=127.0.0.1:40457|control-mode=response' -m 1 -l 0
 run 20 ErrorStat "$BIN/ErrorStat" -d "$D"
 rc=$?
 grep -q 'distinct error' "$WORK/ErrorStat.log" && grep -q 'udp' "$WORK/ErrorStat.log"
@@ -315,6 +315,57 @@ for loss in 0 0.05; do
 	fi
 	stop "$IDRIVER1"
 	stop "$IDRIVER2"
+done
+
+echo "== aeron:udp multi-destination-cast (control-mode=dynamic) between ibgo driver and aeronmd"
+# mdc_pair SLUG LABEL PUBDIR CONTROL SUBDIR1 SUBDIR2: a publication on
+# control=CONTROL|control-mode=dynamic in PUBDIR's driver; a subscriber in
+# each of SUBDIR1 and SUBDIR2 on its own endpoint naming that control
+# address, which registers it as a destination (every sequence number
+# checked at both).
+mdc_pair() {
+	local name=$1 label=$2 pd=$3 ctl=$4 extra=$7 n=100000 s1 s2 rc1
+	local sub="|control=$ctl|control-mode=dynamic"
+	# fresh endpoint ports per row: a driver may hold a closed
+	# subscription's endpoint until it notices the client is gone
+	MDCN=$((MDCN + 2))
+	bg sub1-$name "$IBGO" aeron sub --dir "$5" --channel "aeron:udp?endpoint=127.0.0.1:$((21100 + MDCN))$sub" --stream 1001 --messages $n --timeout 60s
+	s1=$LAST
+	bg sub2-$name "$IBGO" aeron sub --dir "$6" --channel "aeron:udp?endpoint=127.0.0.1:$((21101 + MDCN))$sub" --stream 1001 --messages $n --timeout 60s
+	s2=$LAST
+	sleep 1
+	run 300 pub-$name "$IBGO" aeron pub --dir "$pd" --channel "aeron:udp?control=$ctl|control-mode=dynamic$extra" --stream 1001 --messages $n --length 256
+	local prc=$?
+	for i in $(seq 600); do kill -0 "$s1" 2>/dev/null || kill -0 "$s2" 2>/dev/null || break; sleep 0.1; done
+	stop "$s1"
+	rc1=$RC
+	stop "$s2"
+	result "udp mdc $label -n $n -l 256" $([ "$prc" = 0 ] && [ "$rc1" = 0 ] && [ "$RC" = 0 ] && echo 0 || echo 1) \
+		"pub exit $prc, sub exits $rc1 $RC: $(tail -1 "$WORK/sub1-$name.log") / $(tail -1 "$WORK/sub2-$name.log")"
+}
+# A receiver registers when its pending setup reaches the control address
+# (aeronmd resends it every second), so a publication would start with
+# whichever registered first and the other would join late, mid-stream:
+MDCN=$((RANDOM % 40 * 2))
+# fc=min,g:/2 makes the publication wait for both and then for the slower,
+# so both get every message, at loss 0 and at 5 % (the ibgo driver drops
+# that much DATA on receive and send).
+for loss in 0 0.05; do
+	newdir ibgo-mdc
+	AERON_DEBUG_RECEIVE_DATA_LOSS_RATE=$loss AERON_DEBUG_SEND_DATA_LOSS_RATE=$loss \
+		bg ibgo-driver-mdc-$loss "$IBGO" driver --dir "$DIR" --dir-delete-on-shutdown
+	ID=$DIR
+	IDRIVER=$LAST
+	wait_for "$ID/cnc.dat" . 20
+	sleep 0.5
+	FC="|fc=min,g:/2"
+	FCL="fc=min,g:/2"
+	if [ "$loss" != 0 ]; then
+		FCL="fc=min,g:/2, ibgo driver drops $loss of DATA"
+	fi
+	mdc_pair mdc-c-to-ibgo-$loss "aeronmd -> ibgo driver and aeronmd ($FCL)" "$CD" "127.0.0.1:$((21200 + MDCN))" "$ID" "$CD" "$FC"
+	mdc_pair mdc-ibgo-to-c-$loss "ibgo driver -> aeronmd and ibgo driver ($FCL)" "$ID" "127.0.0.1:$((21201 + MDCN))" "$CD" "$ID" "$FC"
+	stop "$IDRIVER"
 done
 DRIVER=$CDRIVER
 

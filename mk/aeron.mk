@@ -4,6 +4,9 @@
 #                                        and ibgo's samples against aeronmd
 #   make bench-aeron [AERON_C_BIN=DIR]   IPC throughput and ping-pong latency,
 #                                        ibgo vs Aeron C, interleaved rounds
+#   make bench-aeron BENCH_AERON_MEDIA=udp
+#                                        the same over aeron:udp on loopback,
+#                                        2 MiB socket buffers and window
 #
 # AERON_C_BIN is a directory with a build of Aeron's C driver and samples.
 # Nothing of Aeron is part of this repository: build it yourself from Aeron's
@@ -16,6 +19,7 @@
 AERON_C_BIN ?=
 BENCH_AERON_ROUNDS ?= 3
 BENCH_AERON_MESSAGES ?= 10000000
+BENCH_AERON_MEDIA ?= ipc
 
 .PHONY: interop-aeron bench-aeron
 
@@ -36,8 +40,8 @@ interop-aeron:
 	$(GO) build -o bin/ibgo ./cmd/ibgo
 	hwtest/aeron-interop.sh bin/ibgo "$(AERON_C_BIN)"
 
-## bench-aeron: IPC 256-byte throughput and ping-pong, ibgo vs Aeron C when AERON_C_BIN is set
+## bench-aeron: IPC (or BENCH_AERON_MEDIA=udp) 256-byte throughput and ping-pong, ibgo vs Aeron C when AERON_C_BIN is set
 bench-aeron:
 	@mkdir -p bin
 	$(GO) build -o bin/ibgo ./cmd/ibgo
-	ROUNDS=$(BENCH_AERON_ROUNDS) MESSAGES=$(BENCH_AERON_MESSAGES) hwtest/aeron-bench.sh bin/ibgo "$(AERON_C_BIN)"
+	ROUNDS=$(BENCH_AERON_ROUNDS) MESSAGES=$(BENCH_AERON_MESSAGES) MEDIA=$(BENCH_AERON_MEDIA) hwtest/aeron-bench.sh bin/ibgo "$(AERON_C_BIN)"

@@ -412,8 +412,12 @@ func (c *conductor) dispatch(typeID int32, msg []byte, hdr cnc.Correlated, cl *c
 		}
 		// aeron_driver_conductor_on_remove_receive_send_destination_by_id
 		reg := int64(binary.LittleEndian.Uint64(msg[16:]))
-		if c.networkPublication(reg) == nil {
+		p := c.networkPublication(reg)
+		if p == nil {
 			return fail(cnc.ErrorCodeUnknownPublication, "unknown remove destination, client_id=%d registration_id=%d", hdr.ClientID, reg)
+		}
+		if p.mdc != nil && p.mdc.manual {
+			return c.onRemoveDestinationByID(p, hdr.CorrelationID, int64(binary.LittleEndian.Uint64(msg[24:])))
 		}
 		return fail(cnc.ErrorCodeGenericError, "channel does not allow manual control of destinations: %d", reg)
 	case cnc.CmdTerminateDriver:
@@ -448,17 +452,18 @@ func (c *conductor) dispatch(typeID int32, msg []byte, hdr cnc.Correlated, cl *c
 	return fail(cnc.ErrorCodeUnknownCommandTypeID, "command type id 0x%x unknown", typeID)
 }
 
-// onDestination answers the destination commands as the C driver does for
-// channels without manual control of destinations, the only ones this
-// driver's media offer (control-mode=manual is refused when the channel is
-// added): aeron_driver_conductor_on_add_send_destination,
+// onDestination answers the destination commands as the C driver does:
+// publications with control-mode=manual add and remove send destinations
+// (onSendDestination); other channels do not allow manual control:
+// aeron_driver_conductor_on_add_send_destination,
 // on_remove_send_destination and find_mds_subscription. Send destinations
 // are looked up among network publications only, receive destinations
 // among network subscriptions only, so IPC resources are unknown there.
 func (c *conductor) onDestination(typeID int32, cmd cnc.DestinationCommand) error {
 	switch typeID {
 	case cnc.CmdAddDestination, cnc.CmdRemoveDestination:
-		if c.networkPublication(cmd.RegistrationID) == nil {
+		p := c.networkPublication(cmd.RegistrationID)
+		if p == nil {
 			if typeID == cnc.CmdAddDestination {
 				return fail(cnc.ErrorCodeUnknownPublication, "unknown add destination client_id=%d registration_id=%d", cmd.ClientID, cmd.RegistrationID)
 			}
@@ -471,6 +476,9 @@ func (c *conductor) onDestination(typeID int32, cmd cnc.DestinationCommand) erro
 			if _, err := uri.Parse(cmd.Channel); err != nil {
 				return fail(cnc.ErrorCodeInvalidChannel, "invalid destination: %v", err)
 			}
+		}
+		if p.mdc != nil && p.mdc.manual {
+			return c.onSendDestination(p, typeID == cnc.CmdAddDestination, cmd)
 		}
 		return fail(cnc.ErrorCodeGenericError, "channel does not allow manual control of destinations: %s", cmd.Channel)
 	default:

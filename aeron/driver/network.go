@@ -20,6 +20,7 @@ var udpSupportedKeys = map[string]bool{
 	uri.KeySocketSndbuf: true, uri.KeySocketRcvbuf: true, uri.KeyAlias: true,
 	uri.KeyInterface: true, uri.KeyTTL: true, uri.KeyFlowControl: true, uri.KeyGroupTag: true,
 	uri.KeyReliable: true, uri.KeyGroup: true, uri.KeyMaxResend: true, uri.KeyNakDelay: true,
+	uri.KeyControl: true, uri.KeyControlMode: true, uri.KeyReceiverWindow: true,
 }
 
 // checkNetworkChannel refuses what the network slice does not do yet.
@@ -29,9 +30,15 @@ func checkNetworkChannel(u *uri.ChannelURI, channel string) error {
 			return fail(cnc.ErrorCodeInvalidChannel, "%s: parameter '%s' is not supported on aeron:%s by this driver yet", channel, p.Key, u.Media)
 		}
 	}
+	if mode, _ := u.Get(uri.KeyControlMode); mode == uri.ControlModeResponse {
+		return fail(cnc.ErrorCodeInvalidChannel, "%s: control-mode=response is not supported by this driver yet", channel)
+	}
+	if mdc, _ := mdcMode(u); mdc && !u.Has(uri.KeyEndpoint) {
+		return nil // a multi-destination-cast publication; subscriptions check for an endpoint
+	}
 	ep, ok := u.Endpoint()
 	if !ok || !ep.HasPort {
-		return fail(cnc.ErrorCodeInvalidChannel, "%s: aeron:%s needs endpoint=host:port (control, tags and control-mode channels are not supported yet)", channel, u.Media)
+		return fail(cnc.ErrorCodeInvalidChannel, "%s: aeron:%s needs endpoint=host:port (tags are not supported yet)", channel, u.Media)
 	}
 	if !ep.Multicast() && u.Has(uri.KeyInterface) {
 		return fail(cnc.ErrorCodeInvalidChannel, "%s: interface is only supported on multicast channels by this driver yet", channel)
@@ -42,7 +49,16 @@ func checkNetworkChannel(u *uri.ChannelURI, channel string) error {
 // resolveEndpoint turns endpoint=host:port into an address (names via the
 // system resolver, IPv4 preferred as the C driver does).
 func resolveEndpoint(u *uri.ChannelURI) (netip.AddrPort, error) {
-	ep, _ := u.Endpoint()
+	return resolveAddress(u, uri.KeyEndpoint)
+}
+
+// resolveAddress resolves the host:port of key (endpoint or control).
+func resolveAddress(u *uri.ChannelURI, key string) (netip.AddrPort, error) {
+	v, _ := u.Get(key)
+	ep, err := uri.ParseAddress(v)
+	if err != nil || !ep.HasPort {
+		return netip.AddrPort{}, fail(cnc.ErrorCodeInvalidChannel, "%s=%q: want host:port", key, v)
+	}
 	if ep.IP.IsValid() {
 		return netip.AddrPortFrom(ep.IP.Unmap(), ep.Port), nil
 	}
@@ -50,7 +66,7 @@ func resolveEndpoint(u *uri.ChannelURI) (netip.AddrPort, error) {
 	defer cancel()
 	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", ep.Host)
 	if err != nil || len(addrs) == 0 {
-		return netip.AddrPort{}, fail(cnc.ErrorCodeUnknownHost, "endpoint %s: cannot resolve %q: %v", ep, ep.Host, err)
+		return netip.AddrPort{}, fail(cnc.ErrorCodeUnknownHost, "%s %s: cannot resolve %q: %v", key, ep, ep.Host, err)
 	}
 	best := addrs[0]
 	for _, a := range addrs {
@@ -91,11 +107,21 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 	if params.mtu > params.termLength/8 {
 		return fail(cnc.ErrorCodeInvalidChannel, "mtu %d is greater than term-length/8 (%d)", params.mtu, params.termLength/8)
 	}
-	dest, err := resolveEndpoint(u)
-	if err != nil {
+	if err := checkMTUForSndbuf(u, c.cfg, params.mtu); err != nil {
 		return err
 	}
-	if dest.Addr().IsMulticast() {
+	mdc, manual := mdcMode(u)
+	var dest, control netip.AddrPort
+	if mdc {
+		if u.Has(uri.KeyControl) {
+			if control, err = resolveAddress(u, uri.KeyControl); err != nil {
+				return err
+			}
+		}
+	} else if dest, err = resolveEndpoint(u); err != nil {
+		return err
+	}
+	if dest.Addr().IsMulticast() || mdc {
 		if _, err := parseFlowControl(u, c.cfg.Network); err != nil {
 			return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
 		}
@@ -131,6 +157,11 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 				return err
 			}
 		}
+		if control.IsValid() {
+			// multi-destination-cast: receivers' status messages (and,
+			// dynamic, their registration) come to the control address
+			bind = control
+		}
 		t, err := med.Open(u, bind, dest, c.transportParams(u, params.mtu), AffinitySender)
 		if err != nil {
 			return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
@@ -140,7 +171,13 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 			_ = t.Close()
 			return err
 		}
-		if pub.fc, err = newFlowControl(c, u, dest.Addr().IsMulticast(), pub.regID, pub.sessionID, pub.streamID, cmd.Channel); err != nil {
+		if mdc {
+			pub.mdc = &destinationTracker{manual: manual}
+		}
+		// multi-destination-cast uses the multicast strategies, as
+		// aeron_driver_conductor_get_or_add_send_channel_endpoint's
+		// supplier choice does
+		if pub.fc, err = newFlowControl(c, u, dest.Addr().IsMulticast() || mdc, pub.regID, pub.sessionID, pub.streamID, cmd.Channel); err != nil {
 			pub.close(c)
 			return err
 		}
@@ -213,9 +250,26 @@ func (s *subLink) spies(p *networkPublication) bool {
 }
 
 func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.SubscriptionCommand, u *uri.ChannelURI) error {
+	if mode, _ := u.Get(uri.KeyControlMode); mode == uri.ControlModeManual {
+		return fail(cnc.ErrorCodeInvalidChannel, "%s: multi-destination subscriptions (control-mode=manual) are not supported by this driver yet", cmd.Channel)
+	}
+	if !u.Has(uri.KeyEndpoint) {
+		return fail(cnc.ErrorCodeInvalidChannel, "%s: a subscription needs endpoint=host:port", cmd.Channel)
+	}
 	bind, err := resolveEndpoint(u)
 	if err != nil {
 		return err
+	}
+	var control netip.AddrPort
+	if u.Has(uri.KeyControl) {
+		// dynamic multi-destination-cast: status messages go to the
+		// publication's control address, which learns this receiver from them
+		if control, err = resolveAddress(u, uri.KeyControl); err != nil {
+			return err
+		}
+		if bind.Addr().IsMulticast() {
+			return fail(cnc.ErrorCodeInvalidChannel, "%s: control= with a multicast endpoint is not supported", cmd.Channel)
+		}
 	}
 	key := bind.String()
 	if u.Media != uri.MediaUDP {
@@ -223,15 +277,28 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 		// aeron:udp subscription on one host:port are two endpoints
 		key = string(u.Media) + "/" + key
 	}
+	rcvWnd := int64(c.cfg.InitialWindowLength)
+	if v, ok := u.Size(uri.KeyReceiverWindow); ok {
+		rcvWnd = v
+	}
+	bufs := c.transportParams(u, c.cfg.MTULength)
 	e, ok := c.endpoints[key]
+	if ok {
+		if err := e.checkBuffers(u, bufs, rcvWnd, cmd.Channel); err != nil {
+			return err
+		}
+	} else if err := checkWindowForRcvbuf(rcvWnd, bufs.SocketRcvbuf, cmd.Channel); err != nil {
+		return err
+	}
 	if !ok {
 		c.awaitEndpointClosed(key)
 		med, _ := c.media.lookup(u.Media)
-		t, err := med.Open(u, bind, netip.AddrPort{}, c.transportParams(u, c.cfg.MTULength), AffinityReceiver)
+		t, err := med.Open(u, bind, netip.AddrPort{}, bufs, AffinityReceiver)
 		if err != nil {
 			return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
 		}
 		e = newReceiveEndpoint(key, t)
+		e.channel, e.rcvWnd, e.soRcvbuf, e.soSndbuf = cmd.Channel, rcvWnd, bufs.SocketRcvbuf, bufs.SocketSndbuf
 		if err := e.setGroupTag(u, c.cfg.Network); err != nil {
 			_ = t.Close()
 			return err
@@ -250,6 +317,9 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 				_ = t.Close()
 				return err
 			}
+		}
+		if control.IsValid() {
+			e.control, e.explicitControl = control, true
 		}
 		c.endpoints[key] = e
 		r := c.recv

@@ -46,12 +46,24 @@ type receiveEndpoint struct {
 	// them (reliable=, AERON_RELIABLE_STREAM); group is group= (1 true,
 	// 0 false, -1 infer) and multicastDelay the NAK backoff of images
 	// with group semantics.
-	control        netip.AddrPort
-	groupTag       int64
-	hasGroupTag    bool
-	reliable       bool
-	group          int8
-	multicastDelay optimalDelay
+	control netip.AddrPort
+	// explicitControl: control= on a unicast subscription (dynamic
+	// multi-destination-cast); the receiver registers with the
+	// publication there until it has an image
+	explicitControl bool
+	receiverID      int64
+	// the channel that created the endpoint, its receiver window
+	// (rcv-wnd or AERON_RCV_INITIAL_WINDOW_LENGTH) and socket buffer
+	// lengths (0: not set); fixed at creation
+	channel            string
+	rcvWnd             int64
+	soRcvbuf, soSndbuf int
+	lastControlNs      map[int32]int64 // stream -> last registration SM
+	groupTag           int64
+	hasGroupTag        bool
+	reliable           bool
+	group              int8
+	multicastDelay     optimalDelay
 	// the unicast NAK delay and retry delay (nak-delay=, AERON_NAK_UNICAST_DELAY
 	// x AERON_NAK_UNICAST_RETRY_DELAY_RATIO)
 	nakDelayNs, nakRetryNs int64
@@ -79,7 +91,9 @@ type receiveEndpoint struct {
 }
 
 func newReceiveEndpoint(key string, t Transport) *receiveEndpoint {
-	e := &receiveEndpoint{key: key, t: t, pendingSetup: map[[2]int32]int64{}, creating: map[[2]int32]int64{}, batch: make([][]byte, 1)}
+	// one receiver id per endpoint, as the C driver's endpoint->receiver_id:
+	// a multi-destination-cast sender tracks receivers by it
+	e := &receiveEndpoint{key: key, t: t, receiverID: rand.Int64(), pendingSetup: map[[2]int32]int64{}, lastControlNs: map[int32]int64{}, creating: map[[2]int32]int64{}, batch: make([][]byte, 1)}
 	e.recvFn = e.onDatagram
 	return e
 }
@@ -261,7 +275,7 @@ func (e *receiveEndpoint) elicitSetup(sessionID, streamID int32, from netip.Addr
 		clear(e.pendingSetup)
 	}
 	e.pendingSetup[k] = r.nowNs
-	sm := protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: protocol.SMFlagSetup}, SessionID: sessionID, StreamID: streamID}
+	sm := protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: protocol.SMFlagSetup}, SessionID: sessionID, StreamID: streamID, ReceiverID: e.receiverID}
 	n, _ := sm.Encode(e.ctl[:])
 	e.sendTo(r, from, e.ctl[:n])
 	r.sys[sysStatusMessagesSent].Add(1)
@@ -296,6 +310,9 @@ func (e *receiveEndpoint) onSetup(s *protocol.Setup, from netip.AddrPort) {
 // what the conductor scheduled for each image.
 func (e *receiveEndpoint) poll(r *receiver) int {
 	work, _ := e.t.Recv(receivePollPerDuty, e.recvFn)
+	if e.explicitControl {
+		work += e.registerWithControl(r)
+	}
 	for _, im := range e.rimages {
 		work += im.sendPending(r)
 	}
@@ -441,9 +458,11 @@ func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, fr
 	im := &publicationImage{e: e, regID: regID, sessionID: s.SessionID, streamID: s.StreamID, source: from,
 		sourceIdentity: from.String(), log: log, logFile: path, logLength: int64(len(log.Bytes())),
 		termLength: int64(s.TermLength), positionBitsToShift: logbuffer.PositionBitsToShift(s.TermLength),
-		initialTermID: s.InitialTermID, receiverID: rand.Int64(), hwmID: -1, rcvPosID: -1, lossEntry: -1}
+		initialTermID: s.InitialTermID, receiverID: e.receiverID, hwmID: -1, rcvPosID: -1, lossEntry: -1}
 	im.eosPosition.Store(math.MaxInt64)
-	im.window = min(im.termLength/2, int64(c.cfg.InitialWindowLength))
+	// the static window of aeron_static_window_congestion_control: half a
+	// term at most, else the endpoint channel's rcv-wnd
+	im.window = min(im.termLength/2, e.rcvWnd)
 	im.onGap = im.recordGap
 	im.group = e.imageGroup(s.Flags)
 	m := log.Metadata()
@@ -800,4 +819,41 @@ func (im *publicationImage) close(c *conductor) {
 		free()
 	}
 	fmt.Fprintf(c.log, "image %d: session %d stream %d unavailable\n", im.regID, im.sessionID, im.streamID)
+}
+
+// registerWithControl sends, for each subscribed stream without an image,
+// a status message asking for SETUP to the control address, every
+// controlSetupIntervalNs: a dynamic multi-destination-cast publication adds
+// this endpoint as a destination on it (the C receiver's pending setups
+// with a control address).
+func (e *receiveEndpoint) registerWithControl(r *receiver) int {
+	work := 0
+	for _, s := range e.rsubs {
+		if e.hasImageOf(s.streamID) {
+			continue
+		}
+		if last, ok := e.lastControlNs[s.streamID]; ok && r.nowNs-last < controlSetupIntervalNs {
+			continue
+		}
+		e.lastControlNs[s.streamID] = r.nowNs
+		var session int32
+		if s.hasSession {
+			session = s.sessionID
+		}
+		sm := protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: protocol.SMFlagSetup}, SessionID: session, StreamID: s.streamID, ReceiverID: e.receiverID}
+		n, _ := sm.Encode(e.ctl[:])
+		e.sendTo(r, e.control, e.ctl[:n])
+		r.sys[sysStatusMessagesSent].Add(1)
+		work++
+	}
+	return work
+}
+
+func (e *receiveEndpoint) hasImageOf(streamID int32) bool {
+	for _, im := range e.rimages {
+		if im.streamID == streamID {
+			return true
+		}
+	}
+	return false
 }

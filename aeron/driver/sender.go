@@ -90,6 +90,10 @@ type networkPublication struct {
 	// AERON_SPIES_SIMULATE_CONNECTION, fixed at creation
 	simulateConnection bool
 
+	// mdc lists the destinations of a multi-destination-cast publication
+	// (nil otherwise); set before the sender gets the publication, then
+	// the sender's
+	mdc       *destinationTracker
 	rtx       retransmitHandler // one action for unicast; addNetworkPublication gives multicast a pool
 	group     bool              // group semantics (multicast): the SETUP says so
 	ttl       int32             // multicast ttl=, in SETUP
@@ -320,6 +324,9 @@ func (p *networkPublication) send(c *sender) int {
 		p.flowControlIdle(c)
 	}
 	p.rtx.processTimeouts(c.nowNs)
+	if p.mdc != nil {
+		p.mdc.checkTimeouts(c.nowNs)
+	}
 	return work
 }
 
@@ -352,8 +359,19 @@ func (p *networkPublication) sendHeartbeat(c *sender) {
 }
 
 func (p *networkPublication) sendOne(c *sender, b []byte) {
+	if p.mdc != nil {
+		// every destination gets every frame (aeron_udp_destination_tracker_send)
+		for i := range p.mdc.dests {
+			p.sendTo(c, p.mdc.dests[i].addr, b)
+		}
+		return
+	}
+	p.sendTo(c, p.dest, b)
+}
+
+func (p *networkPublication) sendTo(c *sender, dest netip.AddrPort, b []byte) {
 	p.sendBatch = append(p.sendBatch[:0], b)
-	if _, err := p.t.Send(p.dest, p.sendBatch); err != nil {
+	if _, err := p.t.Send(dest, p.sendBatch); err != nil {
 		c.sys[sysErrors].Add(1)
 	} else {
 		c.sys[sysBytesSent].Add(int64(len(b)))
@@ -405,8 +423,23 @@ func (p *networkPublication) onControl(_ Transport, buf []byte, from netip.AddrP
 			c.sys[sysInvalidPackets].Add(1)
 			return
 		}
-		if sm.SessionID != p.sessionID || sm.StreamID != p.streamID {
+		if p.mdc != nil {
+			// any status message registers (dynamic) or refreshes its
+			// sender as a destination, before the publication is looked
+			// up: the C receiver's periodic pending setup to the control
+			// address carries session 0 and stream 0
+			// (aeron_send_channel_endpoint_on_status_message)
+			p.mdc.onStatusMessage(from, c.nowNs)
+		}
+		if sm.StreamID != p.streamID {
 			return
+		}
+		if sm.SessionID != p.sessionID {
+			// ibgo's receivers ask for SETUP with session 0 and their
+			// stream until they have an image
+			if p.mdc == nil || p.mdc.manual || sm.SessionID != 0 || sm.Flags&protocol.SMFlagSetup == 0 {
+				return
+			}
 		}
 		c.sys[sysStatusMessagesReceived].Add(1)
 		if sm.Flags&protocol.SMFlagSetup != 0 {
@@ -438,7 +471,11 @@ func (p *networkPublication) onControl(_ Transport, buf []byte, from netip.AddrP
 		}
 		reply := protocol.RTTMeasurement{SessionID: p.sessionID, StreamID: p.streamID, EchoTimestamp: r.EchoTimestamp, ReceiverID: r.ReceiverID}
 		n, _ := reply.Encode(p.ctl[:])
-		p.sendOne(c, p.ctl[:n])
+		if p.mdc != nil {
+			p.sendTo(c, from, p.ctl[:n])
+		} else {
+			p.sendOne(c, p.ctl[:n])
+		}
 	case protocol.TypeError, protocol.TypeResponseSetup:
 		// not acted on yet (response channels and image rejection)
 	default:

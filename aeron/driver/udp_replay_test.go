@@ -436,7 +436,7 @@ func TestUDPUnsupportedParametersRefused(t *testing.T) {
 	for channel, want := range map[string]string{
 		"aeron:udp?endpoint=224.0.1.2:40456":                           "odd",
 		"aeron:udp?endpoint=127.0.0.1:40456|interface=127.0.0.1":       "interface",
-		"aeron:udp?control=127.0.0.1:40457|control-mode=dynamic":       "'control'",
+		"aeron:udp?control=127.0.0.1:40457|control-mode=response":      "control-mode=response",
 		"aeron:udp?endpoint=127.0.0.1:40456|cc=cubic":                  "'cc'",
 		"aeron:udp?endpoint=127.0.0.1:40456|response-correlation-id=1": "'response-correlation-id'",
 	} {
@@ -447,6 +447,10 @@ func TestUDPUnsupportedParametersRefused(t *testing.T) {
 		require.Error(t, err, channel)
 		require.Contains(t, err.Error(), want, channel)
 	}
+	// A dynamic multi-destination-cast channel without endpoint is a
+	// publication's only.
+	_, err = cl.AddSubscription(context.Background(), "aeron:udp?control=127.0.0.1:40457|control-mode=dynamic", 1)
+	require.ErrorContains(t, err, "needs endpoint")
 	// fc= is the publication's, on multicast only (unicast ignores it, as
 	// the C driver does); a malformed one is refused with the reason.
 	_, err = cl.AddPublication(context.Background(), "aeron:udp?endpoint=224.0.1.1:40456|fc=min,x:1", 1)

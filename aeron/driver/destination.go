@@ -1,0 +1,129 @@
+package driver
+
+import (
+	"net/netip"
+
+	"github.com/ibgo/ibgo/aeron/cnc"
+	"github.com/ibgo/ibgo/aeron/uri"
+)
+
+// destinationTimeoutNs is how long a dynamic multi-destination-cast
+// destination lives without a status message
+// (AERON_UDP_DESTINATION_TRACKER_DESTINATION_TIMEOUT_NS).
+const destinationTimeoutNs = 5_000_000_000
+
+// controlSetupIntervalNs: a subscription with control= asks the
+// publication behind it for SETUP this often while it has no image of its
+// stream (the receiver's pending setup entries with a control address;
+// ibgo resends at a tenth of the pending-setup timeout, as elicitSetup).
+const controlSetupIntervalNs = pendingSetupTimeoutNs / 10
+
+// mdcDestination is one receiver of a multi-destination-cast publication.
+type mdcDestination struct {
+	addr       netip.AddrPort
+	regID      int64 // the ADD_DESTINATION correlation id (manual)
+	lastSeenNs int64
+}
+
+// destinationTracker is the sender's list of destinations of a
+// multi-destination-cast publication (aeron_udp_destination_tracker.c):
+// manual ones come and go by client command, dynamic ones by status
+// messages and the destination timeout. Owned by the sender agent.
+type destinationTracker struct {
+	manual bool
+	dests  []mdcDestination
+}
+
+// onStatusMessage records the receiver that sent a status message
+// (aeron_udp_destination_tracker_on_status_message): dynamic trackers add
+// unknown senders; both refresh the last-seen time.
+func (d *destinationTracker) onStatusMessage(from netip.AddrPort, nowNs int64) {
+	for i := range d.dests {
+		if d.dests[i].addr == from {
+			d.dests[i].lastSeenNs = nowNs
+			return
+		}
+	}
+	if !d.manual {
+		d.dests = append(d.dests, mdcDestination{addr: from, lastSeenNs: nowNs})
+	}
+}
+
+// checkTimeouts drops dynamic destinations that went quiet.
+func (d *destinationTracker) checkTimeouts(nowNs int64) {
+	if d.manual {
+		return
+	}
+	for i := 0; i < len(d.dests); i++ {
+		if nowNs-d.dests[i].lastSeenNs > destinationTimeoutNs {
+			d.dests = append(d.dests[:i], d.dests[i+1:]...)
+			i--
+		}
+	}
+}
+
+func (d *destinationTracker) add(addr netip.AddrPort, regID, nowNs int64) {
+	for _, x := range d.dests {
+		if x.addr == addr {
+			return
+		}
+	}
+	d.dests = append(d.dests, mdcDestination{addr: addr, regID: regID, lastSeenNs: nowNs})
+}
+
+// remove drops the destination with addr (or, when addr is invalid, the
+// one added by regID).
+func (d *destinationTracker) remove(addr netip.AddrPort, regID int64) {
+	for i, x := range d.dests {
+		if (addr.IsValid() && x.addr == addr) || (!addr.IsValid() && x.regID == regID) {
+			d.dests = append(d.dests[:i], d.dests[i+1:]...)
+			return
+		}
+	}
+}
+
+// mdcMode says whether a publication channel is multi-destination-cast
+// (control-mode=manual, or control-mode=dynamic with control=), and which.
+func mdcMode(u *uri.ChannelURI) (mdc, manual bool) {
+	mode, _ := u.Get(uri.KeyControlMode)
+	switch mode {
+	case uri.ControlModeManual:
+		return true, true
+	case uri.ControlModeDynamic:
+		return true, false
+	}
+	return false, false
+}
+
+// onSendDestination handles ADD_DESTINATION/REMOVE_DESTINATION for a
+// publication with manual control (aeron_driver_conductor_on_add_send_destination,
+// on_remove_send_destination): the destination's endpoint is resolved here
+// and handed to the sender; success is OPERATION_SUCCESS.
+func (c *conductor) onSendDestination(p *networkPublication, add bool, cmd cnc.DestinationCommand) error {
+	u, err := uri.Parse(cmd.Channel)
+	if err != nil {
+		return fail(cnc.ErrorCodeInvalidChannel, "invalid destination: %v", err)
+	}
+	if _, ok := u.Endpoint(); !ok {
+		return fail(cnc.ErrorCodeInvalidChannel, "destination %s has no endpoint", cmd.Channel)
+	}
+	addr, err := resolveEndpoint(u)
+	if err != nil {
+		return err
+	}
+	snd, reg := c.snd, cmd.CorrelationID
+	if add {
+		c.senderProxy.offer(func() { p.mdc.add(addr, reg, snd.nowNs) })
+	} else {
+		c.senderProxy.offer(func() { p.mdc.remove(addr, 0) })
+	}
+	c.transmit(cnc.RspOnOperationSuccess, cnc.AppendID(c.buf[:0], cmd.CorrelationID))
+	return nil
+}
+
+// onRemoveDestinationByID: aeron_driver_conductor_on_remove_send_destination_by_id.
+func (c *conductor) onRemoveDestinationByID(p *networkPublication, correlationID, destRegID int64) error {
+	c.senderProxy.offer(func() { p.mdc.remove(netip.AddrPort{}, destRegID) })
+	c.transmit(cnc.RspOnOperationSuccess, cnc.AppendID(c.buf[:0], correlationID))
+	return nil
+}
