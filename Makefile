@@ -8,7 +8,7 @@ VM       = $(GO) run ./hwtest/vm
 
 export CGO_ENABLED = 0
 
-.PHONY: hwtest-bin all build test test-unit test-race boundary archdoc test-vm test-vm-one demo bench-vm lint cross fuzz image clean
+.PHONY: hwtest-bin all build test test-unit test-race boundary archdoc test-vm test-vm-one demo bench-vm count-vm lint cross fuzz image clean
 
 all: build
 
@@ -63,6 +63,12 @@ demo:
 ## BENCH_ONLY=<regex of case names>; BENCH_MIX=1 adds C-server/ibgo-client and ibgo-server/C-client pairs)
 bench-vm:
 	$(VM) run -kernel $(KERNEL) $(if $(BENCH_BEFORE),-out $(BENCH_BEFORE)) -env BENCH_ROUNDS=$(or $(BENCH_ROUNDS),5) $(if $(BENCH_ONLY),-env 'BENCH_ONLY=$(BENCH_ONLY)') $(if $(BENCH_MIX),-env BENCH_MIX=$(BENCH_MIX)) -script hwtest/vm/bench-vm.sh
+
+## count-vm: count, per message, what Debian's perftest and ibgo perf do for one test in the VM: read/write
+## calls (the rxe doorbell is a write), context switches per process and thread, faults, rxe counters, IPIs
+## and softirqs (COUNT_TEST=send_bw COUNT_ARGS='-c UD -s 1024 -n 20000' COUNT_IMPLS='c go c go')
+count-vm:
+	$(VM) run -kernel $(KERNEL) $(if $(COUNT_TEST),-env 'COUNT_TEST=$(COUNT_TEST)') $(if $(COUNT_ARGS),-env 'COUNT_ARGS=$(COUNT_ARGS)') $(if $(COUNT_IMPLS),-env 'COUNT_IMPLS=$(COUNT_IMPLS)') -script hwtest/vm/count-vm.sh
 
 ## image: build (or show the cached) guest image
 image:
