@@ -178,6 +178,15 @@ func TestRdmaServerGoClient(t *testing.T) {
 	var out bytes.Buffer
 	srv.Stdout, srv.Stderr = &out, &out
 	require.NoError(t, srv.Start())
+	// One run in the VM under a loaded host saw our SEND complete and no
+	// reply in 20 s; say where rdma_server was when that happens.
+	t.Cleanup(func() {
+		if t.Failed() {
+			_ = srv.Process.Kill()
+			_ = srv.Wait()
+			t.Logf("rdma_server output:\n%s", out.String())
+		}
+	})
 	var cb *connBufs
 	d := Dialer{BeforeConnect: func(c *Conn) error {
 		cb = newConnBufs(t, c, 2, 16)
