@@ -3,6 +3,7 @@ package perftest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -23,14 +24,27 @@ import (
 // The QPs come up to RTS from the CM's attributes (INIT_QP_ATTR), so the
 // keys exchanged afterwards only carry what the test uses (RKey, VAddr) and
 // what is printed. Connection parameters: responder resources and initiator
-// depth are out_reads for read and atomic tests, else 0; retry 7, RNR 7
-// (--retry_count is refused). Only RC: UD over rdma_cm needs SIDR, which
-// ibgo's cm package does not have yet.
+// depth are out_reads for read and atomic tests, else 0; retry and RNR retry
+// --retry_count (7). -T sets the client ids' TOS before route resolution
+// (rdma_cm_address_handler). The server then sets min_rnr_timer 12 on RC
+// QPs (IBV_QP_MIN_RNR_TIMER alone, an RTS→RTS modify).
+//
+// UD (-c UD) uses the UDP port space: the client's CONNECT is a SIDR
+// request and its ESTABLISHED carries the server's QPN, the Q_Key of the
+// port space (cm.UDPQKey, 0x01234567, also the INIT Q_Key of both QPs) and
+// the AH attributes; the client sends with those, not with the exchanged
+// QPN and perftest's 0x11111111 (rdma_cm_establish_ud_connection,
+// ctx_set_send_reg_wqes). For send_bw in one direction nothing else is
+// exchanged; the latency and bidirectional tests' SEND_WITH_IMM address
+// exchange (rdma_cm_send_ud_connection_parameters) is not done, and Check
+// refuses those.
 
-// cmQPs is the -R state: the ids that own the test QPs.
+// cmQPs is the -R state: the ids that own the test QPs and, on a UD
+// client, each QP's peer (QPN, Q_Key and the AH, which resources.ahs owns).
 type cmQPs struct {
-	ch  *cm.Channel
-	ids []*cm.ID
+	ch    *cm.Channel
+	ids   []*cm.ID
+	peers []cm.UDParam
 }
 
 func (c *cmQPs) close() {
@@ -44,7 +58,9 @@ func (c *cmQPs) close() {
 
 // cmConnParam is rdma_cm_*_connection's conn_param.
 func (e *engine) cmConnParam() *cm.ConnParam {
-	p := &cm.ConnParam{RetryCount: 7, RNRRetryCount: 7}
+	// conn_param's counts are u8s: perftest's int is truncated as C does.
+	rc := uint8(e.cfg.RetryCount)
+	p := &cm.ConnParam{RetryCount: rc, RNRRetryCount: rc}
 	if v := e.cfg.Test.Verb; v == Read || v == Atomic {
 		p.ResponderResources, p.InitiatorDepth = uint8(e.hw.outReads), uint8(e.hw.outReads)
 	}
@@ -65,7 +81,8 @@ func (e *engine) connectCMQPs(cp uverbs.QPCap) ([]*uverbs.QP, error) {
 	if p.Server == "" {
 		// Listen before our half of the first handshake: the C client
 		// connects as soon as it has read it.
-		if ln, err = ch.CreateID(cm.PortSpaceTCP, uverbs.QPTypeRC); err == nil {
+		ps, typ := e.cmSpace()
+		if ln, err = ch.CreateID(ps, typ); err == nil {
 			if err = ln.Bind(cm.IPAddr(netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(p.Port)))); err == nil {
 				err = ln.Listen(p.NumQPs)
 			}
@@ -113,7 +130,8 @@ func (e *engine) acceptCMQP(ln *cm.ID, attr cm.QPInitAttr) (*cm.ID, error) {
 		return nil, err
 	}
 	id := ev.Child
-	if _, err := id.CreateQP(e.res.pd, attr); err != nil {
+	qp, err := id.CreateQP(e.res.pd, attr)
+	if err != nil {
 		id.Reject(nil, 0)
 		id.Close()
 		return nil, err
@@ -122,7 +140,27 @@ func (e *engine) acceptCMQP(ln *cm.ID, attr cm.QPInitAttr) (*cm.ID, error) {
 		id.Close()
 		return nil, err
 	}
+	if e.cfg.Conn == RC {
+		// rdma_cm_connection_request_handler: ibv_modify_qp(min_rnr_timer
+		// = MIN_RNR_TIMER, IBV_QP_MIN_RNR_TIMER) after the accept.
+		if err := qp.Modify(&uverbs.QPAttr{MinRNRTimer: minRNRTimer}, uverbs.QPAttrMinRNRTimer); err != nil {
+			id.Close()
+			return nil, fmt.Errorf("set min_rnr_timer %d on QPN %#x: %w", minRNRTimer, qp.QPN(), err)
+		}
+	}
 	return id, nil
+}
+
+// minRNRTimer is perftest's MIN_RNR_TIMER (12: 0.64 ms).
+const minRNRTimer = 12
+
+// cmSpace is the port space and QP type of the -R ids
+// (rdma_cm_allocate_nodes: RDMA_PS_UDP for UD, else RDMA_PS_TCP).
+func (e *engine) cmSpace() (cm.PortSpace, uverbs.QPType) {
+	if e.cfg.Conn == UD {
+		return cm.PortSpaceUDP, uverbs.QPTypeUD
+	}
+	return cm.PortSpaceTCP, uverbs.QPTypeRC
 }
 
 // dialCMQP is the client's side: resolve the server's address on the
@@ -134,30 +172,58 @@ func (e *engine) dialCMQP(ch *cm.Channel, attr cm.QPInitAttr) (*cm.ID, error) {
 	if err != nil {
 		return nil, err
 	}
+	ps, typ := e.cmSpace()
 	for try := 1; ; try++ {
-		id, err := ch.CreateID(cm.PortSpaceTCP, uverbs.QPTypeRC)
+		id, err := ch.CreateID(ps, typ)
 		if err != nil {
 			return nil, err
 		}
 		ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
-		err = id.Resolve(ctx, cm.Addr{}, cm.IPAddr(ap))
+		if p.TOS >= 0 {
+			err = id.SetTOS(uint8(p.TOS))
+		}
+		if err == nil {
+			err = id.Resolve(ctx, cm.Addr{}, cm.IPAddr(ap))
+		}
 		if err == nil {
 			_, err = id.CreateQP(e.res.pd, attr)
 		}
 		if err == nil {
 			err = id.Connect(e.cmConnParam())
 		}
+		var ev *cm.Event
 		if err == nil {
-			_, err = id.WaitEvent(ctx, cm.EventEstablished)
+			ev, err = id.WaitEvent(ctx, cm.EventEstablished)
+		}
+		if err == nil && p.Conn == UD {
+			err = e.addUDPeer(ev)
 		}
 		cancel()
 		if err == nil {
 			return id, nil
 		}
 		id.Close()
-		if try == 10 || !errors.Is(err, cm.ErrRefused) || e.ctx.Err() != nil {
+		// RC: REJECTED while the server is not listening yet; UD: the SIDR
+		// REP's "no such service" (UNREACHABLE).
+		again := errors.Is(err, cm.ErrRefused) || (p.Conn == UD && errors.Is(err, cm.ErrUnreachable))
+		if try == 10 || !again || e.ctx.Err() != nil {
 			return nil, err
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// addUDPeer keeps the server's QPN and Q_Key from a UD ESTABLISHED and
+// creates its AH on the test's PD (rdma_cm_establish_ud_connection).
+func (e *engine) addUDPeer(ev *cm.Event) error {
+	if !ev.UD {
+		return errors.New("the SIDR answer carries no UD parameters")
+	}
+	ah, err := e.res.pd.CreateAH(ev.UDP.AH)
+	if err != nil {
+		return fmt.Errorf("AH for the server's QPN %#x: %w", ev.UDP.QPN, err)
+	}
+	e.res.ahs = append(e.res.ahs, ah)
+	e.res.cmq.peers = append(e.res.cmq.peers, ev.UDP)
+	return nil
 }
