@@ -407,7 +407,9 @@ func Usage(t Test, prog string) string {
 		"    --out_json[_file=F]      also write the records to F (default perftest_out.json)",
 		"    --connect_timeout=SECS   client: keep retrying the server this long (default 10)",
 		"-z, --comm_rdma_cm           exchange over an rdma_cm connection instead of TCP",
-		"-R, --rdma_cm                connect the test QPs with rdma_cm too (RC)",
+		"-R, --rdma_cm                connect the test QPs with rdma_cm too (RC; UD for send_bw)",
+		"-T, --tos=N                  type of service of the -R connections (0-255)",
+		"    --retry_count=N          retry and RNR retry counts of the -R connections (default 7)",
 		"    --cpu_util               CPU utilisation column (with -D)",
 		"-V, --version                perftest protocol version ibgo speaks",
 	}
