@@ -407,7 +407,7 @@ func Usage(t Test, prog string) string {
 		"    --out_json[_file=F]      also write the records to F (default perftest_out.json)",
 		"    --connect_timeout=SECS   client: keep retrying the server this long (default 10)",
 		"-z, --comm_rdma_cm           exchange over an rdma_cm connection instead of TCP",
-		"-R, --rdma_cm                connect the test QPs with rdma_cm too (RC; UD for send_bw)",
+		"-R, --rdma_cm                connect the test QPs with rdma_cm too (RC or UD)",
 		"-T, --tos=N                  type of service of the -R connections (0-255)",
 		"    --retry_count=N          retry and RNR retry counts of the -R connections (default 7)",
 		"    --cpu_util               CPU utilisation column (with -D)",
@@ -458,7 +458,7 @@ func Usage(t Test, prog string) string {
 	for _, l := range lines {
 		b.WriteString("  " + l + "\n")
 	}
-	b.WriteString("\nRefused (with a message): -R with UD latency or -b, -O, -W, XRC/DC/SRD, GPU memory, rate limiter.\n")
+	b.WriteString("\nRefused (with a message): -O, -W, XRC/DC/SRD, GPU memory, rate limiter.\n")
 	return b.String()
 }
 

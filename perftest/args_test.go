@@ -135,8 +135,6 @@ func TestParseErrors(t *testing.T) {
 		{"write_bw", []string{"-Y"}, "invalid option -- 'Y'", true},
 		{"write_bw", []string{"-s"}, "option requires an argument -- 's'", true},
 		{"write_bw", []string{"--size"}, "option '--size' requires an argument", true},
-		{"send_bw", []string{"-R", "-c", "UD", "-b"}, "-R with UD latency or bidirectional", false},
-		{"send_lat", []string{"-R", "-c", "UD"}, "-R with UD latency or bidirectional", false},
 		{"send_bw", []string{"-T", "256", "-R"}, "TOS should be between 0 and 255", false},
 		{"send_bw", []string{"-T", "x"}, "TOS argument x should be int", false},
 		{"send_bw", []string{"-T", "32"}, "TOS only valid for rdma_cm based QP", false},

@@ -103,9 +103,9 @@ func (e *engine) connectCMQPs(cp uverbs.QPCap) ([]*uverbs.QP, error) {
 		var id *cm.ID
 		var err error
 		if p.Server == "" {
-			id, err = e.acceptCMQP(ln, attr)
+			id, err = e.acceptCMQP(ln, attr, i)
 		} else {
-			id, err = e.dialCMQP(ch, attr)
+			id, err = e.dialCMQP(ch, attr, i)
 		}
 		if err != nil {
 			return nil, &Error{Kind: KindResource, op: opCMConnect, QP: i, Err: err}
@@ -122,7 +122,7 @@ func (e *engine) connectCMQPs(cp uverbs.QPCap) ([]*uverbs.QP, error) {
 // acceptCMQP is the server's side of one connection: the request's id gets
 // the QP and is accepted (the QP to RTS); perftest does not wait for
 // ESTABLISHED.
-func (e *engine) acceptCMQP(ln *cm.ID, attr cm.QPInitAttr) (*cm.ID, error) {
+func (e *engine) acceptCMQP(ln *cm.ID, attr cm.QPInitAttr, i int) (*cm.ID, error) {
 	ctx, cancel := context.WithTimeout(e.ctx, 60*time.Second)
 	defer cancel()
 	ev, err := ln.WaitEvent(ctx, cm.EventConnectRequest)
@@ -136,9 +136,22 @@ func (e *engine) acceptCMQP(ln *cm.ID, attr cm.QPInitAttr) (*cm.ID, error) {
 		id.Close()
 		return nil, err
 	}
+	if e.udAddrExchange() {
+		if err := e.postUDAddrRecv(qp, i); err != nil {
+			id.Reject(nil, 0)
+			id.Close()
+			return nil, err
+		}
+	}
 	if err := id.Accept(e.cmConnParam()); err != nil {
 		id.Close()
 		return nil, err
+	}
+	if e.udAddrExchange() {
+		if err := e.recvUDAddr(i); err != nil {
+			id.Close()
+			return nil, err
+		}
 	}
 	if e.cfg.Conn == RC {
 		// rdma_cm_connection_request_handler: ibv_modify_qp(min_rnr_timer
@@ -166,7 +179,7 @@ func (e *engine) cmSpace() (cm.PortSpace, uverbs.QPType) {
 // dialCMQP is the client's side: resolve the server's address on the
 // exchange's port, make the QP, connect; a server not yet listening
 // rejects, and the client tries again, 10 times 100 ms apart, as perftest.
-func (e *engine) dialCMQP(ch *cm.Channel, attr cm.QPInitAttr) (*cm.ID, error) {
+func (e *engine) dialCMQP(ch *cm.Channel, attr cm.QPInitAttr, i int) (*cm.ID, error) {
 	p := e.cfg
 	ap, err := netip.ParseAddrPort(netJoin(p.Server, p.Port))
 	if err != nil {
@@ -197,6 +210,9 @@ func (e *engine) dialCMQP(ch *cm.Channel, attr cm.QPInitAttr) (*cm.ID, error) {
 		}
 		if err == nil && p.Conn == UD {
 			err = e.addUDPeer(ev)
+			if err == nil && e.udAddrExchange() {
+				err = e.sendUDAddr(id.QP(), i)
+			}
 		}
 		cancel()
 		if err == nil {
@@ -226,4 +242,94 @@ func (e *engine) addUDPeer(ev *cm.Event) error {
 	e.res.ahs = append(e.res.ahs, ah)
 	e.res.cmq.peers = append(e.res.cmq.peers, ev.UDP)
 	return nil
+}
+
+// udAddrExchange says whether the server needs the client's address: UD
+// latency and bidirectional tests.
+func (e *engine) udAddrExchange() bool {
+	return e.cfg.Conn == UD && (e.cfg.Test.Kind == LAT || e.cfg.Bidir)
+}
+
+// udAddrLen is UD_ADDITION (the GRH) plus the 4 bytes perftest sends.
+const udAddrLen = uverbs.GRHLen + 4
+
+// postUDAddrRecv posts the receive for the client's SEND_WITH_IMM at QP i's
+// buffer (wr_id 0).
+func (e *engine) postUDAddrRecv(qp *uverbs.QP, i int) error {
+	wr := []uverbs.RecvWR{{SGL: []uverbs.SGE{e.res.mr.SGE(i*e.res.bufSize, udAddrLen)}}}
+	var err error
+	if e.res.srq != nil {
+		_, err = e.res.srq.PostRecv(wr)
+	} else {
+		_, err = qp.PostRecv(wr)
+	}
+	if err != nil {
+		return fmt.Errorf("post the receive for the client's UD address: %w", err)
+	}
+	return nil
+}
+
+// pollOne waits for one completion on cq (perftest busy-polls without a
+// bound; ibgo gives up after 60 s or when the run is cancelled).
+func (e *engine) pollOne(cq *uverbs.CQ, what string) (uverbs.WC, error) {
+	wc := make([]uverbs.WC, 1)
+	end := time.Now().Add(60 * time.Second)
+	for {
+		n, err := cq.Poll(wc)
+		if err != nil {
+			return wc[0], fmt.Errorf("%s: %w", what, err)
+		}
+		if n == 1 {
+			if wc[0].Status != uverbs.WCSuccess || wc[0].WRID != 0 {
+				return wc[0], fmt.Errorf("%s: bad completion: status %s, wr_id %d", what, wc[0].Status, wc[0].WRID)
+			}
+			return wc[0], nil
+		}
+		if err := e.ctx.Err(); err != nil {
+			return wc[0], fmt.Errorf("%s: %w", what, err)
+		}
+		if time.Now().After(end) {
+			return wc[0], fmt.Errorf("%s: no completion in 60 s", what)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// recvUDAddr takes the client's SEND_WITH_IMM for QP i: the AH from the
+// completion and the GRH in front of it, the QPN from the immediate data,
+// and the QP's own Q_Key (the CM's).
+func (e *engine) recvUDAddr(i int) error {
+	const what = "receive the client's UD address"
+	wc, err := e.pollOne(e.res.recvCQ, what)
+	if err != nil {
+		return err
+	}
+	if wc.Opcode != uverbs.WCRecv || wc.Flags&uverbs.WCWithImm == 0 {
+		return fmt.Errorf("%s: completion opcode %s without immediate data", what, wc.Opcode)
+	}
+	base := i * e.res.bufSize
+	attr, err := e.hw.ctx.AHAttrFromWC(uint8(e.cfg.IBPort), &wc, e.res.mem.Bytes()[base:base+uverbs.GRHLen])
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	ah, err := e.res.pd.CreateAH(attr)
+	if err != nil {
+		return fmt.Errorf("%s: AH: %w", what, err)
+	}
+	e.res.ahs = append(e.res.ahs, ah)
+	e.res.cmq.peers = append(e.res.cmq.peers, cm.UDParam{QPN: wc.Imm, QKey: cm.UDPQKey, AH: attr})
+	return nil
+}
+
+// sendUDAddr sends the server our QPN in a 4-byte SEND_WITH_IMM through QP
+// i's peer and waits for its completion.
+func (e *engine) sendUDAddr(qp *uverbs.QP, i int) error {
+	peer, ah := e.res.cmq.peers[len(e.res.cmq.peers)-1], e.res.ahs[len(e.res.ahs)-1]
+	wr := []uverbs.SendWR{{Opcode: uverbs.WRSendWithImm, Flags: uverbs.SendSignaled, Imm: qp.QPN(),
+		SGL: []uverbs.SGE{e.res.mr.SGE(i*e.res.bufSize, 4)}, AH: ah, RemoteQPN: peer.QPN, RemoteQKey: peer.QKey}}
+	if _, err := qp.PostSend(wr); err != nil {
+		return fmt.Errorf("send our UD address: %w", err)
+	}
+	_, err := e.pollOne(e.res.sendCQ, "send our UD address")
+	return err
 }

@@ -331,8 +331,6 @@ func (p *Config) check() error {
 			return perr(" UC is not supported in librdmacm")
 		case p.Mcast:
 			return perr(" Perftest still doesn't support Multicast with rdma_cm")
-		case p.Conn == UD && (p.Bidir || t.Kind == LAT):
-			return perr(" -R with UD latency or bidirectional tests (the SEND_WITH_IMM address exchange) is not supported by ibgo yet; send_bw -c UD -R is")
 		}
 	} else if p.TOS != -1 {
 		return perr(" TOS only valid for rdma_cm based QP and RawEth QP ")
