@@ -73,7 +73,6 @@ var unsupported = map[string]string{
 	"O":                "dual-port mode (-O/--dualport) is not supported",
 	"W":                "performance counters (-W/--report-counters) are not supported",
 	"L":                "hop limit (-L/--hop_limit) applies to raw Ethernet QPs, which ibgo does not offer",
-	"T":                "TOS (-T/--tos) applies to rdma_cm QPs (-R), which ibgo does not offer yet",
 	"j":                "raw Ethernet options are not supported",
 	"use_cuda":         "GPU memory (--use_cuda) is not supported: ibgo is built without CUDA",
 	"use_cuda_bus_id":  "GPU memory (--use_cuda_bus_id) is not supported: ibgo is built without CUDA",
@@ -96,7 +95,6 @@ var unsupported = map[string]string{
 	"inline_recv":      "--inline_recv is not supported",
 	"log_dci_streams":  "DC is not supported",
 	"source_ip":        "--source_ip is not supported",
-	"retry_count":      "--retry_count applies to rdma_cm QPs (-R), which ibgo does not offer yet",
 }
 
 func options() []opt {
@@ -218,6 +216,24 @@ func options() []opt {
 	})
 	add('z', "comm_rdma_cm", false, flag(func(p *Config) { p.CommCM = true }))
 	add('R', "rdma_cm", false, flag(func(p *Config) { p.CommCM, p.WorkCM = true, true }))
+	add('T', "tos", true, func(p *Config, v string) error {
+		if err := intArg("TOS", &p.TOS)(p, v); err != nil {
+			return err
+		}
+		if p.TOS < 0 || p.TOS > 255 {
+			return perr(" TOS should be between 0 and 255")
+		}
+		return nil
+	})
+	add(0, "retry_count", true, func(p *Config, v string) error {
+		if err := intArg("Retry Count", &p.RetryCount)(p, v); err != nil {
+			return err
+		}
+		if p.RetryCount < 0 {
+			return perr(" Retry Count must be non-negative")
+		}
+		return nil
+	})
 	add('h', "help", false, func(p *Config, _ string) error { return errHelp })
 	add('V', "version", false, func(p *Config, _ string) error { return errVersion })
 	add(0, "report_gbits", false, flag(func(p *Config) { p.ReportGbits = true }))
@@ -391,7 +407,9 @@ func Usage(t Test, prog string) string {
 		"    --out_json[_file=F]      also write the records to F (default perftest_out.json)",
 		"    --connect_timeout=SECS   client: keep retrying the server this long (default 10)",
 		"-z, --comm_rdma_cm           exchange over an rdma_cm connection instead of TCP",
-		"-R, --rdma_cm                connect the test QPs with rdma_cm too (RC)",
+		"-R, --rdma_cm                connect the test QPs with rdma_cm too (RC or UD)",
+		"-T, --tos=N                  type of service of the -R connections (0-255)",
+		"    --retry_count=N          retry and RNR retry counts of the -R connections (default 7)",
 		"    --cpu_util               CPU utilisation column (with -D)",
 		"-V, --version                perftest protocol version ibgo speaks",
 	}
@@ -440,7 +458,7 @@ func Usage(t Test, prog string) string {
 	for _, l := range lines {
 		b.WriteString("  " + l + "\n")
 	}
-	b.WriteString("\nRefused (with a message): -R with UD, -O, -W, XRC/DC/SRD, GPU memory, rate limiter.\n")
+	b.WriteString("\nRefused (with a message): -O, -W, XRC/DC/SRD, GPU memory, rate limiter.\n")
 	return b.String()
 }
 

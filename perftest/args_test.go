@@ -87,6 +87,17 @@ func TestParseForms(t *testing.T) {
 	p, err = ParseArgs(wb, "ib_write_bw", []string{"-h"})
 	require.NoError(t, err)
 	assert.True(t, p.Help)
+	p, err = ParseArgs(wb, "ib_write_bw", nil)
+	require.NoError(t, err)
+	assert.Equal(t, -1, p.TOS)
+	assert.Equal(t, 7, p.RetryCount)
+	sb := mustTest(t, "send_bw")
+	p, err = ParseArgs(sb, "ib_send_bw", []string{"-R", "-c", "UD", "-T", "96", "--retry_count=5", "host"})
+	require.NoError(t, err)
+	assert.Equal(t, UD, p.Conn)
+	assert.True(t, p.WorkCM)
+	assert.Equal(t, 96, p.TOS)
+	assert.Equal(t, 5, p.RetryCount)
 }
 
 // Bad command lines fail with perftest's message (and usage for unknown
@@ -124,7 +135,10 @@ func TestParseErrors(t *testing.T) {
 		{"write_bw", []string{"-Y"}, "invalid option -- 'Y'", true},
 		{"write_bw", []string{"-s"}, "option requires an argument -- 's'", true},
 		{"write_bw", []string{"--size"}, "option '--size' requires an argument", true},
-		{"send_bw", []string{"-R", "-c", "UD"}, "SIDR", false},
+		{"send_bw", []string{"-T", "256", "-R"}, "TOS should be between 0 and 255", false},
+		{"send_bw", []string{"-T", "x"}, "TOS argument x should be int", false},
+		{"send_bw", []string{"-T", "32"}, "TOS only valid for rdma_cm based QP", false},
+		{"send_bw", []string{"--retry_count=-1", "-R"}, "Retry Count must be non-negative", false},
 		{"send_bw", []string{"-R", "-c", "UC"}, "UC is not supported in librdmacm", false},
 		{"send_bw", []string{"-R", "-g"}, "doesn't support Multicast with rdma_cm", false},
 		{"write_bw", []string{"--use_cuda=0"}, "built without CUDA", false},

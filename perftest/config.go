@@ -165,6 +165,8 @@ type Config struct {
 	VectorGiven bool
 	CommCM      bool       // -z: the exchange runs over an rdma_cm RC connection, not TCP
 	WorkCM      bool       // -R: the test QPs are connected by rdma_cm too (implies CommCM)
+	TOS         int        // -T: the -R ids' type of service; -1 leaves the kernel's
+	RetryCount  int        // --retry_count: -R's retry and RNR retry counts (7)
 	Mcast       bool       // -g: UD sends to a multicast group
 	MGID        uverbs.GID // -M: the group (with -g); perftest's default otherwise
 	MGIDGiven   bool
@@ -198,7 +200,8 @@ func DefaultConfig(t Test) Config { return *defaults(t) }
 
 func defaults(t Test) *Config {
 	p := &Config{Test: t, IBPort: 1, GIDIndex: -1, Port: defPort, NumQPs: 1, QPTimeout: defQPTimeout,
-		Inline: -1, CQMod: defCQMod, PostList: 1, RecvPostLst: 1, Output: OutputFull, ConnectFor: defConnectFor}
+		Inline: -1, CQMod: defCQMod, PostList: 1, RecvPostLst: 1, Output: OutputFull, ConnectFor: defConnectFor,
+		TOS: -1, RetryCount: 7}
 	if t.Kind == BW {
 		p.Size, p.TxDepth = defSizeBW, defTxBW
 	} else {
@@ -328,9 +331,9 @@ func (p *Config) check() error {
 			return perr(" UC is not supported in librdmacm")
 		case p.Mcast:
 			return perr(" Perftest still doesn't support Multicast with rdma_cm")
-		case p.Conn == UD:
-			return perr(" -R with UD: rdma_cm's UD service resolution (SIDR) is not in ibgo's cm package yet; RC works, and -z works with UD")
 		}
+	} else if p.TOS != -1 {
+		return perr(" TOS only valid for rdma_cm based QP and RawEth QP ")
 	}
 	if p.Mcast {
 		if p.Bidir {

@@ -269,6 +269,28 @@ func TestWorkCMInterop(t *testing.T) {
 	})
 }
 
+// TestWorkCMUDInterop runs send_bw and send_lat -c UD -R against perftest
+// 4.5, both roles: the client's SIDR request on the UDP port space, the
+// server's QPN and Q_Key (0x01234567) from the SIDR reply; the sends only
+// land (and the server counts them) when the QPN, Q_Key and AH are right;
+// in the latency and bidirectional tests the server learns the client's
+// QPN and address from its SEND_WITH_IMM. With -T the
+// client's ids carry the TOS and the banner says so; --retry_count goes
+// into the connection parameters.
+func TestWorkCMUDInterop(t *testing.T) {
+	vm := testutil.OneNode(t)
+	cmInterop(t, vm, []interopCase{
+		{"send_bw_ud", "send_bw", []string{"-R", "-c", "UD", "-n", "300", "-s", "1024"}, 1},
+		{"send_bw_ud_q2", "send_bw", []string{"-R", "-c", "UD", "-n", "300", "-s", "512", "-q", "2"}, 1},
+		{"send_bw_ud_tos", "send_bw", []string{"-R", "-c", "UD", "-n", "300", "-s", "1024", "-T", "32", "--retry_count", "5"}, 1},
+		{"send_bw_rc_tos", "send_bw", []string{"-R", "-n", "300", "-T", "32", "--retry_count=6"}, 1},
+		// The server sends too: the client's SEND_WITH_IMM gives it the
+		// client's QPN and address.
+		{"send_lat_ud", "send_lat", []string{"-R", "-c", "UD", "-n", "300", "-s", "512"}, 1},
+		{"send_bw_ud_bidir", "send_bw", []string{"-R", "-c", "UD", "-n", "300", "-s", "1024", "-b"}, 1},
+	})
+}
+
 func cmInterop(t *testing.T, vm testutil.VMInfo, cases []interopCase) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

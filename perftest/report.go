@@ -138,6 +138,9 @@ func (e *engine) banner() {
 	}
 	fmt.Fprintf(w, " rdma_cm QPs\t : %s\n", onOff(p.WorkCM))
 	fmt.Fprintf(w, " Data ex. method : %s", map[bool]string{false: "Ethernet", true: "rdma_cm"}[p.CommCM])
+	if p.WorkCM && p.TOS >= 0 {
+		fmt.Fprintf(w, " \tTOS    : %d", p.TOS)
+	}
 	if p.WorkCM && p.Server == "" {
 		fmt.Fprintf(w, "\n%s Waiting for client rdma_cm QP to connect\n Please run the same command with the IB/RoCE interface IP", resultLine)
 	}

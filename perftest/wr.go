@@ -39,6 +39,7 @@ type sendList struct {
 	atomic   bool
 	ah       *uverbs.AH // UD
 	rqpn     uint32
+	rqkey    uint32
 }
 
 func (l sendList) build() ([]uverbs.SendWR, []uverbs.SGE) {
@@ -60,7 +61,7 @@ func (l sendList) build() ([]uverbs.SendWR, []uverbs.SGE) {
 			wrs[j].CompareAdd, wrs[j].Swap = 1, 0 // ATOMIC_ADD_VALUE, ATOMIC_SWAP_VALUE
 		}
 		if l.ah != nil {
-			wrs[j].AH, wrs[j].RemoteQPN, wrs[j].RemoteQKey = l.ah, l.rqpn, defQKey
+			wrs[j].AH, wrs[j].RemoteQPN, wrs[j].RemoteQKey = l.ah, l.rqpn, l.rqkey
 		}
 		// ctx_set_send_reg_wqes signals every WR with (j+1)%cq_mod == 0:
 		// each completion then stands for cq_mod WRs, as sendDone counts.
@@ -93,7 +94,10 @@ func (e *engine) sendWRs(size int) *wrSet {
 			pageSize: e.hw.pageSize, base: e.res.mr.Addr() + uint64(i*e.res.bufSize), rbase: e.sess.remote[i].VAddr,
 			lkey: e.res.mr.LKey(), rkey: e.sess.remote[i].RKey, atomic: c.Test.Verb == Atomic}
 		if c.Conn == UD {
-			l.ah, l.rqpn = e.res.ahs[i], e.sess.remote[i].QPN
+			l.ah, l.rqpn, l.rqkey = e.res.ahs[i], e.sess.remote[i].QPN, defQKey
+			if i < len(e.res.cmq.peers) { // -R: the SIDR answer's
+				l.rqpn, l.rqkey = e.res.cmq.peers[i].QPN, e.res.cmq.peers[i].QKey
+			}
 		}
 		wrs, sges := l.build()
 		s.wrs, s.sges = append(s.wrs, wrs), append(s.sges, sges)

@@ -58,17 +58,17 @@ type qp struct {
 }
 
 // SupportedSendOps mirrors rxe.c: check_qp_init_attr's
-// RXE_SUP_{RC,UC,UD}_QP_SEND_OPS_FLAGS, without LOCAL_INV and BIND_MW, which
-// ibgo's rxe work-request builder does not encode.
+// RXE_SUP_{RC,UC,UD}_QP_SEND_OPS_FLAGS (LOCAL_INV on RC, BIND_MW on RC and
+// UC), plus FLUSH and ATOMIC_WRITE, which checkSendOps gates on the device.
 func (c *context) SupportedSendOps(t uverbs.QPType) uverbs.SendOps {
 	switch t {
 	case uverbs.QPTypeRC:
 		return uverbs.SendOpRDMAWrite | uverbs.SendOpRDMAWriteWithImm | uverbs.SendOpSend | uverbs.SendOpSendWithImm |
 			uverbs.SendOpRDMARead | uverbs.SendOpAtomicCmpAndSwp | uverbs.SendOpAtomicFetchAdd | uverbs.SendOpSendWithInv |
-			uverbs.SendOpFlush | uverbs.SendOpAtomicWrite
+			uverbs.SendOpLocalInv | uverbs.SendOpBindMW | uverbs.SendOpFlush | uverbs.SendOpAtomicWrite
 	case uverbs.QPTypeUC:
 		return uverbs.SendOpRDMAWrite | uverbs.SendOpRDMAWriteWithImm | uverbs.SendOpSend | uverbs.SendOpSendWithImm |
-			uverbs.SendOpSendWithInv
+			uverbs.SendOpBindMW | uverbs.SendOpSendWithInv
 	case uverbs.QPTypeUD:
 		return uverbs.SendOpSend | uverbs.SendOpSendWithImm
 	}

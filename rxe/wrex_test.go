@@ -116,7 +116,9 @@ func TestPostSendInlineDataAndSendInv(t *testing.T) {
 func TestSupportedSendOps(t *testing.T) {
 	c := &context{}
 	require.NotZero(t, c.SupportedSendOps(uverbs.QPTypeRC)&uverbs.SendOpFlush)
-	require.Zero(t, c.SupportedSendOps(uverbs.QPTypeRC)&(uverbs.SendOpBindMW|uverbs.SendOpLocalInv), "not encoded by ibgo's builder")
+	ops := uverbs.SendOpBindMW | uverbs.SendOpLocalInv | uverbs.SendOpSendWithInv
+	require.Equal(t, ops, c.SupportedSendOps(uverbs.QPTypeRC)&ops, "rdma-core rxe.c: RXE_SUP_RC_QP_SEND_OPS_FLAGS")
+	require.Equal(t, uverbs.SendOpBindMW|uverbs.SendOpSendWithInv, c.SupportedSendOps(uverbs.QPTypeUC)&ops, "UC: no LOCAL_INV")
 	require.Equal(t, uverbs.SendOpSend|uverbs.SendOpSendWithImm, c.SupportedSendOps(uverbs.QPTypeUD))
 	require.Zero(t, c.SupportedSendOps(uverbs.QPTypeUC)&uverbs.SendOpRDMARead)
 }

@@ -29,7 +29,8 @@ func (a Access) String() string {
 		n string
 	}{{AccessLocalWrite, "LOCAL_WRITE"}, {AccessRemoteWrite, "REMOTE_WRITE"}, {AccessRemoteRead, "REMOTE_READ"},
 		{AccessRemoteAtomic, "REMOTE_ATOMIC"}, {AccessMWBind, "MW_BIND"}, {AccessZeroBased, "ZERO_BASED"},
-		{AccessOnDemand, "ON_DEMAND"}, {AccessHugeTLB, "HUGETLB"}, {AccessRelaxedOrdering, "RELAXED_ORDERING"}}
+		{AccessOnDemand, "ON_DEMAND"}, {AccessHugeTLB, "HUGETLB"}, {AccessFlushGlobal, "FLUSH_GLOBAL"},
+		{AccessFlushPersistent, "FLUSH_PERSISTENT"}, {AccessRelaxedOrdering, "RELAXED_ORDERING"}}
 	var parts []string
 	for _, x := range names {
 		if a&x.a != 0 {

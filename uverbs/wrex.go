@@ -255,7 +255,7 @@ func (x *QPEx) Abort() {
 // else: SGEs and inline bytes are copies).
 func (x *QPEx) clear() {
 	for i := 0; i < x.n; i++ {
-		x.wrs[i].AH = nil
+		x.wrs[i].AH, x.wrs[i].Bind = nil, MWBindWR{}
 	}
 	x.n = 0
 }
@@ -317,6 +317,35 @@ func (x *QPEx) SendImm(imm uint32) {
 // (ibv_wr_send_inv).
 func (x *QPEx) SendInv(invalidateRKey uint32) {
 	if w := x.begin(SendOpSendWithInv, WRSendWithInv); w != nil {
+		w.Imm = invalidateRKey
+	}
+}
+
+// BindMW begins a bind of window mw to info's range with the new key rkey
+// (ibv_wr_bind_mw; callers pass IncRKey(mw.RKey()) as rdma-core's do). It
+// takes no SGE. The window is known by rkey (mw.RKey) once Complete posted
+// it; peers may use the key after its completion. A zero-length bind of a
+// type 1 window invalidates it.
+func (x *QPEx) BindMW(mw *MW, rkey uint32, info MWBindInfo) {
+	w := x.begin(SendOpBindMW, WRBindMW)
+	if w == nil {
+		return
+	}
+	switch {
+	case mw == nil:
+		x.fail(fmt.Errorf("%w: bind mw without a window", sys.NewErrno(sys.EINVAL)))
+	case info.Length != 0 && info.MR == nil:
+		x.fail(fmt.Errorf("%w: bind mw of %d bytes without an MR", sys.NewErrno(sys.EINVAL), info.Length))
+	default:
+		w.SGL = w.SGL[:0]
+		w.Bind = MWBindWR{MW: mw, RKey: rkey, Info: info}
+	}
+}
+
+// LocalInv begins a local invalidation of the window or MR key
+// invalidateRKey (ibv_wr_local_inv). It takes no SGE.
+func (x *QPEx) LocalInv(invalidateRKey uint32) {
+	if w := x.begin(SendOpLocalInv, WRLocalInv); w != nil {
 		w.Imm = invalidateRKey
 	}
 }

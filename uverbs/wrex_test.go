@@ -315,3 +315,44 @@ func TestQPExBatchMemoryIsBounded(t *testing.T) {
 	x, _ = newRecQPEx(t, QPTypeRC, SendOpAtomicWrite, QPCap{MaxSendWR: 4})
 	require.Len(t, x.inl, 4*8, "room for the 8 bytes of each ATOMIC_WRITE without inline caps")
 }
+
+// BindMW and LocalInv build the WRBindMW and WRLocalInv work requests
+// PostSend takes (ibv_wr_bind_mw, ibv_wr_local_inv); a posted bind gives the
+// window its new key; a bad bind fails the batch.
+func TestQPExBindMWAndLocalInv(t *testing.T) {
+	x, rec := newRecQPEx(t, QPTypeRC, SendOpBindMW|SendOpLocalInv|SendOpSend, QPCap{MaxSendWR: 4, MaxSendSGE: 1})
+	mw := &MW{typ: MWType2}
+	mw.rkey.Store(0x1200)
+	mr := &MR{}
+	info := MWBindInfo{MR: mr, Addr: 0x1000, Length: 256, Access: AccessRemoteWrite}
+	x.Start()
+	x.WRID, x.Flags = 1, SendSignaled
+	x.BindMW(mw, IncRKey(mw.RKey()), info)
+	x.WRID = 2
+	x.LocalInv(0x1201)
+	require.NoError(t, x.Complete())
+	require.Equal(t, []SendWR{
+		{WRID: 1, Flags: SendSignaled, Opcode: WRBindMW, Bind: MWBindWR{MW: mw, RKey: 0x1201, Info: info}},
+		{WRID: 2, Flags: SendSignaled, Opcode: WRLocalInv, Imm: 0x1201},
+	}, rec.wrs)
+	require.EqualValues(t, 0x1201, mw.RKey(), "the window is known by its new key once posted")
+	require.Zero(t, x.wrs[0].Bind.MW, "the batch drops its window reference")
+
+	for name, build := range map[string]func(){
+		"no window": func() { x.BindMW(nil, 1, info) },
+		"no MR":     func() { x.BindMW(mw, 1, MWBindInfo{Addr: 1, Length: 8}) },
+	} {
+		x.Start()
+		build()
+		require.ErrorIs(t, x.Complete(), sys.EINVAL, name)
+	}
+	y, _ := newRecQPEx(t, QPTypeRC, SendOpSend, QPCap{MaxSendWR: 4, MaxSendSGE: 1})
+	y.Start()
+	y.BindMW(mw, 1, info)
+	require.ErrorIs(t, y.Complete(), ErrNotSupported, "BIND_MW not in SendOps")
+}
+
+func TestAccessStringNamesFlush(t *testing.T) {
+	require.Equal(t, "REMOTE_WRITE|FLUSH_GLOBAL|FLUSH_PERSISTENT", (AccessRemoteWrite | AccessFlushGlobal | AccessFlushPersistent).String())
+	require.Equal(t, "LOCAL_WRITE|0x400000", (AccessLocalWrite | 1<<22).String())
+}

@@ -471,7 +471,8 @@ func TestQPExCreateBadFlow(t *testing.T) {
 		{uverbs.QPTypeUD, uverbs.SendOpRDMARead},
 		{uverbs.QPTypeUC, uverbs.SendOpAtomicFetchAdd},
 		{uverbs.QPTypeRC, uverbs.SendOpTSO},
-		{uverbs.QPTypeRC, uverbs.SendOpBindMW},
+		{uverbs.QPTypeUD, uverbs.SendOpBindMW},
+		{uverbs.QPTypeUC, uverbs.SendOpLocalInv},
 	} {
 		_, err := b.pd.CreateQP(uverbs.QPInitAttr{Type: c.typ, SendCQ: cq, RecvCQ: cq, Cap: defaultCap, SendOps: c.ops})
 		require.ErrorIs(t, err, uverbs.ErrNotSupported, "%s on %s", c.ops, c.typ)
