@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -137,7 +138,10 @@ func pairWith(tb testing.TB, vm testutil.VMInfo, t Test, goServer bool, args []s
 		select {
 		case srv = <-done:
 		case <-ctx.Done():
-			tb.Fatalf("Go server did not finish; C client: %s", cli)
+			// Say where the Go server is: one 6.12 run hung here after the
+			// C client had printed its report (-R write_bw), cause not found.
+			buf := make([]byte, 1<<20)
+			tb.Fatalf("Go server did not finish; C client: %s\ngoroutines:\n%s", cli, buf[:runtime.Stack(buf, true)])
 		}
 		return srv, cli
 	}
