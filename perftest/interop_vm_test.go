@@ -270,6 +270,23 @@ func pairC(tb testing.TB, vm testutil.VMInfo, t Test, goServer bool, args []stri
 	return pairCWith(tb, vm, t, goServer, args, goSide)
 }
 
+// cJunkStatus reports whether the C side stopped on a "completion with
+// error" whose status is no ibv_wc_status at all (they end at 21): perftest
+// 4.5's event mode (-e) on 6.12 sometimes reads a work completion it did not
+// fill (seen once in send_lat -e: "Failed status 730817280: wr_id 0
+// syndrom 0x30303a31"). That is the reference tool misreading its own CQ,
+// not what the Go peer sent; a real error status fails the test as before.
+func cJunkStatus(stderr string) bool {
+	m := junkStatusRE.FindStringSubmatch(stderr)
+	if m == nil {
+		return false
+	}
+	n, err := strconv.ParseUint(m[1], 10, 64)
+	return err == nil && n > 21
+}
+
+var junkStatusRE = regexp.MustCompile(`Failed status (\d+):`)
+
 // pairCWith is pairC with the Go side run by goRun.
 func pairCWith(tb testing.TB, vm testutil.VMInfo, t Test, goServer bool, args []string, goRun func(Test, []string) side) (srv, cli side) {
 	tb.Helper()
@@ -279,10 +296,11 @@ func pairCWith(tb testing.TB, vm testutil.VMInfo, t Test, goServer bool, args []
 		if !goServer {
 			c = srv
 		}
-		if try == 3 || !strings.Contains(c.stderr, "Can't produce a report") || !strings.Contains(c.stderr, "Correlation coefficient") {
+		calib := strings.Contains(c.stderr, "Can't produce a report") && strings.Contains(c.stderr, "Correlation coefficient")
+		if try == 3 || !calib && !cJunkStatus(c.stderr) {
 			return srv, cli
 		}
-		tb.Logf("try %d: C perftest could not calibrate its clock (%s); running the pair again", try, strings.TrimSpace(c.stderr))
+		tb.Logf("try %d: C perftest could not calibrate its clock or read a completion it did not fill (%s); running the pair again", try, strings.TrimSpace(c.stderr))
 	}
 }
 
