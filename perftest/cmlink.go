@@ -44,7 +44,14 @@ type cmLink struct {
 	mem  *uverbs.Memory
 	mr   *uverbs.MR
 	wc   [1]uverbs.WC
-	gone atomic.Bool // the peer disconnected (its process ended)
+	// The Conn has one CQ for both directions: a completion of the kind
+	// the current wait does not want is kept here (the peer's reply can
+	// complete before our own SEND's completion is polled, 6.12 rxe
+	// completes sends from a work queue).
+	recvWC    uverbs.WC
+	haveRecv  bool
+	sendsSeen int
+	gone      atomic.Bool // the peer disconnected (its process ended)
 }
 
 // watch notices the peer's disconnect (its kernel disconnects when the
@@ -176,13 +183,13 @@ func (l *cmLink) send(msg []byte, wait time.Duration) error {
 	if _, err := l.conn.QP().PostSend(wr); err != nil {
 		return err
 	}
-	return l.poll(l.conn.SendCQ(), wait, "send")
+	return l.poll(l.conn.SendCQ(), wait, "send", uverbs.WCSend)
 }
 
 // recv waits for the next message (at most wait; 0: no limit) and returns
 // its bytes, then reposts the receive.
 func (l *cmLink) recv(wait time.Duration) ([]byte, error) {
-	if err := l.poll(l.conn.RecvCQ(), wait, "receive"); err != nil {
+	if err := l.poll(l.conn.RecvCQ(), wait, "receive", uverbs.WCRecv); err != nil {
 		return nil, err
 	}
 	n := int(l.wc[0].ByteLen)
@@ -196,12 +203,21 @@ func (l *cmLink) recv(wait time.Duration) ([]byte, error) {
 // poll waits for one completion on cq. The control exchange is not a hot
 // path: it backs off to 1 ms sleeps, and a barrier may wait for the whole
 // test.
-func (l *cmLink) poll(cq *uverbs.CQ, wait time.Duration, what string) error {
+func (l *cmLink) poll(cq *uverbs.CQ, wait time.Duration, what string, want uverbs.WCOpcode) error {
 	var end time.Time
 	if wait > 0 {
 		end = time.Now().Add(wait)
 	}
 	for spins := 0; ; spins++ {
+		// A completion of this kind seen by an earlier wait.
+		if want == uverbs.WCRecv && l.haveRecv {
+			l.wc[0], l.haveRecv = l.recvWC, false
+			return nil
+		}
+		if want == uverbs.WCSend && l.sendsSeen > 0 {
+			l.sendsSeen--
+			return nil
+		}
 		n, err := cq.Poll(l.wc[:])
 		if err != nil {
 			return err
@@ -210,7 +226,16 @@ func (l *cmLink) poll(cq *uverbs.CQ, wait time.Duration, what string) error {
 			if l.wc[0].Status != uverbs.WCSuccess {
 				return fmt.Errorf("control %s completed with %s", what, l.wc[0].Status)
 			}
-			return nil
+			if l.wc[0].Opcode == want {
+				return nil
+			}
+			// The other direction's completion: keep it for its wait.
+			if l.wc[0].Opcode == uverbs.WCRecv {
+				l.recvWC, l.haveRecv = l.wc[0], true
+			} else {
+				l.sendsSeen++
+			}
+			continue
 		}
 		if !end.IsZero() && time.Now().After(end) {
 			return fmt.Errorf("control %s: nothing for %v", what, wait)
