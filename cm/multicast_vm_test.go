@@ -145,18 +145,25 @@ func TestMckeyInterop(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		const group = "239.1.1.10"
+		// 6.12's rxe sends from a work queue and mckey destroys its QP right
+		// after posting: a burst of 10 lost everything in one run of many.
+		// A longer burst leaves the queue time to send some of it.
+		n := mckeyCount
+		if kernelAtLeast(6, 12) {
+			n = 100
+		}
 		if two && vm.Node == 2 {
 			waitTCP(t, ctx, vm.Peer, 18711)
-			c := startC(t, ctx, "mckey", "-m", group, "-b", vm.IP, "-s", "-C", strconv.Itoa(mckeyCount), "-S", strconv.Itoa(mckeySize))
+			c := startC(t, ctx, "mckey", "-m", group, "-b", vm.IP, "-s", "-C", strconv.Itoa(n), "-S", strconv.Itoa(mckeySize))
 			out, err := c.wait(ctx)
 			require.NoError(t, err, out)
 			require.Contains(t, out, "mckey: joined dgid: ::ffff:"+group)
 			return
 		}
-		ep, err := cm.OpenUD(ctx, vm.IP, udOptions(mckeyCount))
+		ep, err := cm.OpenUD(ctx, vm.IP, udOptions(n))
 		require.NoError(t, err)
 		defer ep.Close()
-		r := rigFor(t, ep, mckeyCount, mckeySize)
+		r := rigFor(t, ep, n, mckeySize)
 		r.postRecvs()
 		m, err := ep.JoinMulticast(ctx, group, nil)
 		require.NoError(t, err)
@@ -165,7 +172,7 @@ func TestMckeyInterop(t *testing.T) {
 		if two {
 			signalTCP(t, ctx, vm.IP, 18711)
 		} else {
-			c = startC(t, ctx, "mckey", "-m", group, "-b", vm.IP, "-s", "-C", strconv.Itoa(mckeyCount), "-S", strconv.Itoa(mckeySize))
+			c = startC(t, ctx, "mckey", "-m", group, "-b", vm.IP, "-s", "-C", strconv.Itoa(n), "-S", strconv.Itoa(mckeySize))
 		}
 		src := "::ffff:" + serverPeerIP(vm)
 		got := 0
@@ -174,7 +181,7 @@ func TestMckeyInterop(t *testing.T) {
 		// (its sends come 3 s after the join).
 		pctx, pcancel := context.WithTimeout(ctx, 15*time.Second)
 		defer pcancel()
-		err = r.poll(pctx, mckeyCount, 0, func(wc uverbs.WC, buf []byte) {
+		err = r.poll(pctx, n, 0, func(wc uverbs.WC, buf []byte) {
 			require.EqualValues(t, mckeySize+uverbs.GRHLen, wc.ByteLen)
 			require.NotZero(t, wc.Flags&uverbs.WCWithImm)
 			require.Equal(t, wc.SrcQP, wc.Imm, "mckey puts its QPN in the immediate")
@@ -195,11 +202,11 @@ func TestMckeyInterop(t *testing.T) {
 			// not sent when it destroyed its AH and QP right after posting is
 			// lost. Our sender waits for its completions (c-receiver gets
 			// all 10 on 6.12).
-			t.Logf("6.12: %d/%d datagrams of mckey's unsignaled burst arrived before it tore down its QP (%v)", got, mckeyCount, err)
+			t.Logf("6.12: %d/%d datagrams of mckey's unsignaled burst arrived before it tore down its QP (%v)", got, n, err)
 			return
 		}
 		require.NoError(t, err)
-		require.Equal(t, mckeyCount, got)
+		require.Equal(t, n, got)
 	})
 	t.Run("c-receiver", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
