@@ -11,7 +11,6 @@ import (
 	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/logbuffer"
 	"github.com/ibgo/ibgo/aeron/uri"
-	"github.com/ibgo/ibgo/internal/shm"
 )
 
 type pubState int
@@ -349,19 +348,9 @@ func (p *ipcPublication) update(c *conductor) int {
 }
 
 // clean zeroes the log behind the slowest consumer, one term behind, so a
-// reused partition never shows stale frames
-// (aeron_ipc_publication_clean_buffer). The first word of each range is
-// written last: it holds the frame length readers look at.
+// reused partition never shows stale frames (aeron_ipc_publication_clean_buffer).
 func (p *ipcPublication) clean(position int64) {
-	for position > p.cleanPosition {
-		idx := logbuffer.IndexByPosition(p.cleanPosition, p.positionBitsToShift)
-		term := p.log.Term(idx)
-		off := p.cleanPosition & (p.termLength - 1)
-		n := min(position-p.cleanPosition, p.termLength-off)
-		clear(term[off+8 : off+n])
-		shm.StoreInt64(term, int(off), 0)
-		p.cleanPosition += n
-	}
+	p.cleanPosition = cleanLog(p.log, p.cleanPosition, position, p.termLength, p.positionBitsToShift)
 }
 
 // checkBlocked unblocks a publication whose consumers have not moved for

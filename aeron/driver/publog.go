@@ -8,6 +8,7 @@ import (
 
 	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/logbuffer"
+	"github.com/ibgo/ibgo/internal/shm"
 )
 
 // createPublicationLog creates publications/<regID>.logbuffer, the log of
@@ -86,4 +87,30 @@ func (c *conductor) initPublicationMetadata(m *logbuffer.Metadata, regID int64, 
 	}
 	m.SetActiveTermCountOrdered(termCount)
 	return logbuffer.ComputePosition(termID, termOffset, positionBitsToShift, initialTermID)
+}
+
+// storeFirstWord writes the first word of a cleaned range; a variable only
+// so that a test can check it runs after the rest of the range is zero.
+var storeFirstWord = shm.StoreInt64
+
+// cleanLog zeroes log from cleanPosition up to position, term by term, so
+// that a reused partition never shows stale frames, and returns the new
+// clean position (aeron_ipc_publication_clean_buffer,
+// aeron_network_publication_clean_buffer, aeron_publication_image_clean_buffer_to).
+// Of each range the first word, which holds the frame length readers
+// (subscribers, spies, the sender) look at, is zeroed last and with
+// release ordering: a reader that sees it zero sees the rest zero too.
+// Positions are frame aligned, so a range is at least one frame long.
+func cleanLog(log *logbuffer.LogBuffer, cleanPosition, position, termLength int64, positionBitsToShift int) int64 {
+	for position > cleanPosition {
+		term := log.Term(logbuffer.IndexByPosition(cleanPosition, positionBitsToShift))
+		off := cleanPosition & (termLength - 1)
+		n := min(position-cleanPosition, termLength-off)
+		if n > 8 {
+			clear(term[off+8 : off+n])
+		}
+		storeFirstWord(term, int(off), 0)
+		cleanPosition += n
+	}
+	return cleanPosition
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/logbuffer"
 	"github.com/ibgo/ibgo/aeron/protocol"
-	"github.com/ibgo/ibgo/internal/shm"
 )
 
 // Receiver timings of the C driver (aeron_driver_context.c, aeron_loss_detector.h).
@@ -711,23 +710,12 @@ func (im *publicationImage) reportLoss(c *conductor) {
 }
 
 // clean zeroes the partition behind consumption so a reused term starts
-// empty (aeron_publication_image_clean_buffer_to); the first word of each
-// range goes last.
+// empty (aeron_publication_image_clean_buffer_to).
 func (im *publicationImage) clean(position int64) {
 	if position <= im.cleanPosition {
 		return
 	}
-	for position > im.cleanPosition {
-		idx := logbuffer.IndexByPosition(im.cleanPosition, im.positionBitsToShift)
-		term := im.log.Term(idx)
-		off := im.cleanPosition & (im.termLength - 1)
-		n := min(position-im.cleanPosition, im.termLength-off)
-		if n > 8 {
-			clear(term[off+8 : off+n])
-		}
-		shm.StoreInt64(term, int(off), 0)
-		im.cleanPosition += n
-	}
+	im.cleanPosition = cleanLog(im.log, im.cleanPosition, position, im.termLength, im.positionBitsToShift)
 	im.cleaned.Store(im.cleanPosition)
 }
 

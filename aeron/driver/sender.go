@@ -272,15 +272,10 @@ func (p *networkPublication) update(c *conductor) int {
 	return work
 }
 
+// clean zeroes the log one term behind the slowest of the sender and the
+// spies (aeron_network_publication_clean_buffer).
 func (p *networkPublication) clean(position int64) {
-	for position > p.cleanPosition {
-		idx := logbuffer.IndexByPosition(p.cleanPosition, p.positionBitsToShift)
-		term := p.log.Term(idx)
-		off := p.cleanPosition & (p.termLength - 1)
-		n := min(position-p.cleanPosition, p.termLength-off)
-		clear(term[off : off+n])
-		p.cleanPosition += n
-	}
+	p.cleanPosition = cleanLog(p.log, p.cleanPosition, position, p.termLength, p.positionBitsToShift)
 }
 
 // send is the sender duty for this publication (aeron_network_publication_send):
