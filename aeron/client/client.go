@@ -32,6 +32,21 @@ type Options struct {
 	// OnError receives asynchronous errors: driver timeout, client
 	// timeout, broadcast buffer overrun. Runs on the conductor goroutine.
 	OnError func(error)
+	// DriverInvoker, when set, is an embedded media driver in INVOKER
+	// threading mode (driver.Driver): the client's conductor goroutine
+	// runs its duty cycle (DoWork) before its own, and Connect does while
+	// it waits, so the program needs no other loop for the driver. This
+	// is the Go form of an Aeron C program calling
+	// aeron_driver_main_do_work from its client conductor's loop. The
+	// client does not close the driver.
+	DriverInvoker DriverInvoker
+}
+
+// DriverInvoker runs one duty cycle of an embedded media driver and
+// returns the work it did (driver.Driver.DoWork). It must be safe to call
+// from the client's conductor goroutine while other goroutines call it.
+type DriverInvoker interface {
+	DoWork() int
 }
 
 // Client is a connection to a media driver through its CnC file (Aeron's
@@ -131,6 +146,9 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	deadline := time.Now().Add(opts.DriverTimeout)
 	var f *cnc.File
 	for {
+		if opts.DriverInvoker != nil {
+			opts.DriverInvoker.DoWork() // its heartbeat, at least
+		}
 		var err error
 		f, err = cnc.OpenFile(cnc.Path(opts.Dir), true)
 		if err == nil {
@@ -285,8 +303,12 @@ func (c *Client) run() {
 			return
 		default:
 		}
+		n := 0
+		if c.opts.DriverInvoker != nil {
+			n = c.opts.DriverInvoker.DoWork()
+		}
 		c.mu.Lock()
-		n := c.doWorkLocked()
+		n += c.doWorkLocked()
 		c.mu.Unlock()
 		if n == 0 {
 			time.Sleep(c.opts.IdleSleep)

@@ -139,9 +139,10 @@ func newConductor(cfg Config, f *cnc.File, loss []byte, media mediaRegistry, log
 		cm.SetRegistrationID(id, int64(id))
 		c.sys = append(c.sys, cm.Value(id))
 	}
-	// In SHARED mode one goroutine runs every agent, so a proxy calls the
-	// other agent directly (aeron_driver_sender_proxy.c and friends).
-	direct := cfg.ThreadingMode == Shared
+	// In SHARED and INVOKER modes one goroutine runs every agent, so a
+	// proxy calls the other agent directly (aeron_driver_sender_proxy.c
+	// and friends).
+	direct := cfg.ThreadingMode == Shared || cfg.ThreadingMode == Invoker
 	c.snd = &sender{cmds: newProxy(direct, c.sys[sysFailedOffersSender]), sys: c.sys,
 		cycle: cycleTracker{maxCtr: c.sys[sysSenderMaxCycleTime], exceeded: c.sys[sysSenderCycleThreshold]}}
 	c.recv = &receiver{cmds: newProxy(direct, c.sys[sysFailedOffersReceiver]), sys: c.sys, c: c,

@@ -16,8 +16,10 @@ import (
 // idle strategy each runs with. DEDICATED: three goroutines (conductor,
 // sender, receiver idle strategies); SHARED_NETWORK: the conductor on one,
 // sender and receiver on another (AERON_SHAREDNETWORK_IDLE_STRATEGY);
-// SHARED: one goroutine (AERON_SHARED_IDLE_STRATEGY). The C driver's
-// INVOKER mode is not offered.
+// SHARED: one goroutine (AERON_SHARED_IDLE_STRATEGY); INVOKER: no
+// goroutine at all, the program that embeds the driver runs its duty cycle
+// by calling Driver.DoWork (or gives the driver to its client, see
+// client.Options.DriverInvoker).
 type ThreadingMode string
 
 // Threading modes of the C driver (aeronmd.h).
@@ -25,6 +27,7 @@ const (
 	Dedicated     ThreadingMode = "DEDICATED"
 	SharedNetwork ThreadingMode = "SHARED_NETWORK"
 	Shared        ThreadingMode = "SHARED"
+	Invoker       ThreadingMode = "INVOKER"
 )
 
 // Config is the driver configuration. Field defaults and environment
@@ -256,8 +259,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Dir == "":
 		return fmt.Errorf("driver config: AERON_DIR is empty")
-	case c.ThreadingMode != Dedicated && c.ThreadingMode != SharedNetwork && c.ThreadingMode != Shared:
-		return fmt.Errorf("driver config: AERON_THREADING_MODE %q: want DEDICATED, SHARED_NETWORK or SHARED", c.ThreadingMode)
+	case c.ThreadingMode != Dedicated && c.ThreadingMode != SharedNetwork && c.ThreadingMode != Shared && c.ThreadingMode != Invoker:
+		return fmt.Errorf("driver config: AERON_THREADING_MODE %q: want DEDICATED, SHARED_NETWORK, SHARED or INVOKER", c.ThreadingMode)
 	case !pow2(c.ToDriverBufferLength - 768):
 		return fmt.Errorf("driver config: AERON_CONDUCTOR_BUFFER_LENGTH %d is not a power of two plus the 768-byte trailer", c.ToDriverBufferLength)
 	case !pow2(c.ToClientsBufferLen - 128):

@@ -31,12 +31,18 @@ var ErrActiveDriver = errors.New("active driver detected")
 // Driver is a running media driver. Start it with Start; Close stops it.
 // Its methods are safe for concurrent use; the driver state is owned by its
 // agents (conductor, sender, receiver), which run on the goroutines the
-// threading mode gives them.
+// threading mode gives them, or, in INVOKER mode, inside DoWork, whose
+// calls (from any goroutines) are serialised.
 type Driver struct {
 	cfg  Config
 	cnc  *cnc.File
 	loss *shm.Mapping
 	c    *conductor
+
+	// INVOKER: invokeMu serialises DoWork and the shutdown; stopped says
+	// the agents have shut down
+	invokeMu sync.Mutex
+	stopped  bool
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -88,7 +94,8 @@ func WithLog(w io.Writer) Option { return func(o *options) { o.log = w } }
 
 // Start prepares the Aeron directory (refusing one in use by a live driver
 // unless DirDeleteOnStart), creates cnc.dat and loss-report.dat as the C
-// driver lays them out and starts the conductor agent.
+// driver lays them out and starts the agents (in INVOKER mode the caller
+// runs them through DoWork).
 func Start(cfg Config, opts ...Option) (*Driver, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -147,7 +154,9 @@ func Start(cfg Config, opts ...Option) (*Driver, error) {
 			handle(typeID, msg)
 		}
 	}
-	go d.run()
+	if cfg.ThreadingMode != Invoker {
+		go d.run()
+	}
 	return d, nil
 }
 
@@ -224,6 +233,53 @@ func (d *Driver) run() {
 
 func (d *Driver) requestStop() { d.stopOnce.Do(func() { close(d.stop) }) }
 
+// DoWork runs one duty cycle of the sender, receiver and conductor agents
+// on the caller's goroutine and returns the work done, for a driver in
+// INVOKER threading mode (aeron_driver_main_do_work, whose composite agent
+// is the SHARED one). Nothing in the driver moves between calls: clients'
+// commands wait, publication limits stay, datagrams are neither sent nor
+// read, and the driver heartbeat ages, so call it often (every few
+// microseconds to a millisecond, idling when it returns 0), at the latest
+// well within the driver timeout. Calls are serialised; after the driver
+// stopped (Close, or TERMINATE_DRIVER during a call) DoWork returns 0, as
+// it does in every other threading mode, where the driver runs itself.
+func (d *Driver) DoWork() int {
+	if d.cfg.ThreadingMode != Invoker {
+		return 0
+	}
+	d.invokeMu.Lock()
+	defer d.invokeMu.Unlock()
+	if d.stopped {
+		return 0
+	}
+	select {
+	case <-d.stop:
+		d.shutdownInvokerLocked()
+		return 0
+	default:
+	}
+	c := d.c
+	// aeron_driver_shared_do_work's order
+	work := c.snd.doWork() + c.recv.doWork() + c.doWork()
+	select {
+	case <-d.stop: // a TERMINATE_DRIVER command in this cycle
+		d.shutdownInvokerLocked()
+	default:
+	}
+	return work
+}
+
+// shutdownInvokerLocked releases everything, as run does once the agent
+// goroutines have stopped, on the invoking goroutine.
+func (d *Driver) shutdownInvokerLocked() {
+	if d.stopped {
+		return
+	}
+	d.stopped = true
+	d.c.shutdown()
+	close(d.done)
+}
+
 // Terminated is closed when the driver stopped, by Close or by a valid
 // TERMINATE_DRIVER command.
 func (d *Driver) Terminated() <-chan struct{} { return d.done }
@@ -242,6 +298,11 @@ func (d *Driver) Close() error {
 		return d.err
 	}
 	d.requestStop()
+	if d.cfg.ThreadingMode == Invoker {
+		d.invokeMu.Lock()
+		d.shutdownInvokerLocked()
+		d.invokeMu.Unlock()
+	}
 	<-d.done
 	d.err = errors.Join(d.cnc.Close(), d.loss.Close())
 	if d.cfg.DirDeleteOnShutdown {

@@ -45,6 +45,10 @@ func TestConfigFromEnv(t *testing.T) {
 	require.Equal(t, SharedNetwork, c.ThreadingMode)
 	require.Equal(t, "yield", c.SharedNetworkIdle)
 	env["AERON_THREADING_MODE"] = "invoker"
+	c, err = ConfigFromEnv(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, Invoker, c.ThreadingMode)
+	env["AERON_THREADING_MODE"] = "turbo"
 	_, err = ConfigFromEnv(func(k string) string { return env[k] })
 	require.ErrorContains(t, err, "AERON_THREADING_MODE")
 	env["AERON_THREADING_MODE"] = "dedicated"
@@ -65,7 +69,7 @@ func TestConfigFromEnv(t *testing.T) {
 	for k, v := range map[string]string{
 		"AERON_IPC_TERM_BUFFER_LENGTH":  "100k",
 		"AERON_CLIENT_LIVENESS_TIMEOUT": "soon",
-		"AERON_THREADING_MODE":          "invoker",
+		"AERON_THREADING_MODE":          "turbo",
 		"AERON_CONDUCTOR_IDLE_STRATEGY": "custom_symbol",
 		"AERON_MTU_LENGTH":              "1000",
 	} {

@@ -102,6 +102,11 @@ func runDriver(c *cli.Context) error {
 	if err != nil {
 		return fail(1, "%v", err)
 	}
+	if cfg.ThreadingMode == driver.Invoker {
+		// aeron_driver_start refuses it too without a manual main loop:
+		// an INVOKER driver runs only when its embedding program calls it.
+		return fail(1, "AERON_THREADING_MODE=INVOKER is for a driver embedded in a program that runs it (driver.Driver.DoWork, or client.Options.DriverInvoker); `ibgo driver` would never run it: use DEDICATED, SHARED_NETWORK or SHARED")
+	}
 	var log io.Writer
 	if c.Bool("verbose") {
 		log = c.App.ErrWriter

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -44,4 +45,20 @@ func TestDriverTerminationToken(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the driver did not terminate on its token")
 	}
+}
+
+// TestDriverRefusesInvoker: `ibgo driver` has no program to invoke an
+// INVOKER driver, so it refuses the mode (flag or environment) and says why.
+func TestDriverRefusesInvoker(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "aeron")
+	code, _, stderr := runIbgo(t, "driver", "--dir", dir, "--threading-mode", "invoker")
+	require.NotZero(t, code)
+	require.Contains(t, stderr, "AERON_THREADING_MODE=INVOKER")
+	require.Contains(t, stderr, "use DEDICATED, SHARED_NETWORK or SHARED")
+	t.Setenv("AERON_THREADING_MODE", "INVOKER")
+	code, _, stderr = runIbgo(t, "driver", "--dir", dir)
+	require.NotZero(t, code)
+	require.Contains(t, stderr, "AERON_THREADING_MODE=INVOKER")
+	_, err := os.Stat(dir)
+	require.True(t, os.IsNotExist(err), "nothing was created")
 }
