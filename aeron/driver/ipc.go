@@ -39,18 +39,9 @@ type ipcParams struct {
 }
 
 func parseIPCParams(u *uri.ChannelURI, cfg Config) (ipcParams, error) {
-	p := ipcParams{termLength: cfg.IPCTermBufferLength, mtu: cfg.IPCMTULength, linger: cfg.PublicationLingerTimeout.Nanoseconds(),
-		untetheredWindowLimit: cfg.UntetheredWindowLimit.Nanoseconds(), untetheredResting: cfg.UntetheredResting.Nanoseconds()}
-	if v, ok := u.Duration(uri.KeyUntetheredWindowLimitTimeout); ok {
-		p.untetheredWindowLimit = v
-	}
-	p.untetheredLinger = p.untetheredWindowLimit
-	if v, ok := u.Duration(uri.KeyUntetheredLingerTimeout); ok {
-		p.untetheredLinger = v
-	}
-	if v, ok := u.Duration(uri.KeyUntetheredRestingTimeout); ok {
-		p.untetheredResting = v
-	}
+	p := ipcParams{termLength: cfg.IPCTermBufferLength, mtu: cfg.IPCMTULength, linger: cfg.PublicationLingerTimeout.Nanoseconds()}
+	t := parseUntethered(u, cfg)
+	p.untetheredWindowLimit, p.untetheredLinger, p.untetheredResting = t.windowLimit, t.linger, t.resting
 	if v, ok := u.Size(uri.KeyTermLength); ok {
 		p.termLength, p.termLenSet = int(v), true
 	}
@@ -122,6 +113,70 @@ type subscriberPosition struct {
 	// when it last changed or, while active, last kept up
 	state        tetherState
 	lastUpdateNs int64
+}
+
+// untetheredTimeouts are a publication's or image's untethered-subscription
+// timeouts in ns: untethered-window-limit-timeout, untethered-linger-timeout
+// (1.53; the window limit timeout when not given, as 1.48 behaves) and
+// untethered-resting-timeout, from the channel or AERON_UNTETHERED_*.
+type untetheredTimeouts struct{ windowLimit, linger, resting int64 }
+
+func parseUntethered(u *uri.ChannelURI, cfg Config) untetheredTimeouts {
+	t := untetheredTimeouts{windowLimit: cfg.UntetheredWindowLimit.Nanoseconds(), resting: cfg.UntetheredResting.Nanoseconds()}
+	if v, ok := u.Duration(uri.KeyUntetheredWindowLimitTimeout); ok {
+		t.windowLimit = v
+	}
+	t.linger = t.windowLimit
+	if v, ok := u.Duration(uri.KeyUntetheredLingerTimeout); ok {
+		t.linger = v
+	}
+	if v, ok := u.Duration(uri.KeyUntetheredRestingTimeout); ok {
+		t.resting = v
+	}
+	return t
+}
+
+func (p ipcParams) untethered() untetheredTimeouts {
+	return untetheredTimeouts{windowLimit: p.untetheredWindowLimit, linger: p.untetheredLinger, resting: p.untetheredResting}
+}
+
+// checkTether is the untethered-subscription state machine the C driver
+// runs for IPC publications, network publications (spies) and images
+// (aeron_*_check_untethered_subscriptions): an untethered subscriber at or
+// below limit (three quarters of the window behind the fastest consumer)
+// for the window-limit timeout is set aside (setAside tells it its image
+// is unavailable) and lingers; after the linger timeout it rests, no
+// longer counting for limits; after the resting timeout rejoin puts it
+// back at a join position and tells it the image is available again.
+// Tethered subscribers only have their time refreshed. It says whether any
+// subscriber changed state.
+func checkTether(nowNs int64, sps []*subscriberPosition, limit int64, t untetheredTimeouts, setAside, rejoin func(*subscriberPosition)) bool {
+	changed := false
+	for _, sp := range sps {
+		if sp.sub.tether {
+			sp.lastUpdateNs = nowNs
+			continue
+		}
+		switch sp.state {
+		case tetherActive:
+			if sp.pos.Load() > limit {
+				sp.lastUpdateNs = nowNs
+			} else if nowNs > sp.lastUpdateNs+t.windowLimit {
+				setAside(sp)
+				sp.state, sp.lastUpdateNs, changed = tetherLinger, nowNs, true
+			}
+		case tetherLinger:
+			if nowNs > sp.lastUpdateNs+t.linger {
+				sp.state, sp.lastUpdateNs, changed = tetherResting, nowNs, true
+			}
+		case tetherResting:
+			if nowNs > sp.lastUpdateNs+t.resting {
+				rejoin(sp)
+				sp.state, sp.lastUpdateNs, changed = tetherActive, nowNs, true
+			}
+		}
+	}
+	return changed
 }
 
 // tetherState is aeron_subscription_tether_state_t.
@@ -224,37 +279,20 @@ func (p *ipcPublication) working() bool {
 // (aeron_ipc_publication_check_untethered_subscriptions).
 func (p *ipcPublication) checkUntethered(c *conductor) {
 	limit := p.consumerPosition - p.termWindow + p.termWindow/4
-	for _, sp := range p.subscribers {
-		if sp.sub.tether {
-			sp.lastUpdateNs = c.nowNs
-			continue
-		}
-		switch sp.state {
-		case tetherActive:
-			if sp.pos.Load() > limit {
-				sp.lastUpdateNs = c.nowNs
-			} else if c.nowNs > sp.lastUpdateNs+p.params.untetheredWindowLimit {
-				c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
-					CorrelationID: p.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: p.streamID, Channel: sp.sub.channel}))
-				sp.state, sp.lastUpdateNs = tetherLinger, c.nowNs
-				fmt.Fprintf(c.log, "publication %d: untethered subscription %d set aside (linger)\n", p.regID, sp.sub.regID)
-			}
-		case tetherLinger:
-			if c.nowNs > sp.lastUpdateNs+p.params.untetheredLinger {
-				sp.state, sp.lastUpdateNs = tetherResting, c.nowNs
-			}
-		case tetherResting:
-			if c.nowNs > sp.lastUpdateNs+p.params.untetheredResting {
-				join := p.joinPosition()
-				sp.pos.Store(join)
-				c.transmit(cnc.RspOnAvailableImage, cnc.AppendImageReady(c.buf[:0], cnc.ImageReady{
-					CorrelationID: p.regID, SessionID: p.sessionID, StreamID: p.streamID, SubscriptionRegistrationID: sp.sub.regID,
-					SubscriberPositionID: sp.id, LogFile: p.logFile, SourceIdentity: "aeron:ipc"}))
-				sp.state, sp.lastUpdateNs = tetherActive, c.nowNs
-				fmt.Fprintf(c.log, "publication %d: untethered subscription %d rejoins at %d\n", p.regID, sp.sub.regID, join)
-			}
-		}
-	}
+	checkTether(c.nowNs, p.subscribers, limit, p.params.untethered(),
+		func(sp *subscriberPosition) {
+			c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
+				CorrelationID: p.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: p.streamID, Channel: sp.sub.channel}))
+			fmt.Fprintf(c.log, "publication %d: untethered subscription %d set aside (linger)\n", p.regID, sp.sub.regID)
+		},
+		func(sp *subscriberPosition) {
+			join := p.joinPosition()
+			sp.pos.Store(join)
+			c.transmit(cnc.RspOnAvailableImage, cnc.AppendImageReady(c.buf[:0], cnc.ImageReady{
+				CorrelationID: p.regID, SessionID: p.sessionID, StreamID: p.streamID, SubscriptionRegistrationID: sp.sub.regID,
+				SubscriberPositionID: sp.id, LogFile: p.logFile, SourceIdentity: "aeron:ipc"}))
+			fmt.Fprintf(c.log, "publication %d: untethered subscription %d rejoins at %d\n", p.regID, sp.sub.regID, join)
+		})
 }
 
 func (p *ipcPublication) addSubscriber(c *conductor, s *subLink) {

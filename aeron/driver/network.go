@@ -21,6 +21,8 @@ var udpSupportedKeys = map[string]bool{
 	uri.KeyInterface: true, uri.KeyTTL: true, uri.KeyFlowControl: true, uri.KeyGroupTag: true,
 	uri.KeyReliable: true, uri.KeyGroup: true, uri.KeyMaxResend: true, uri.KeyNakDelay: true,
 	uri.KeyControl: true, uri.KeyControlMode: true, uri.KeyReceiverWindow: true,
+	uri.KeyTether: true, uri.KeyUntetheredWindowLimitTimeout: true, uri.KeyUntetheredLingerTimeout: true,
+	uri.KeyUntetheredRestingTimeout: true,
 }
 
 // checkNetworkChannel refuses what the network slice does not do yet.
@@ -227,7 +229,8 @@ func (c *conductor) addSpySubscription(cl *clientSession, cmd cnc.SubscriptionCo
 	if err != nil {
 		return err
 	}
-	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel, spy: true, spyDest: dest, spyMedia: u.Media}
+	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel, spy: true, spyDest: dest, spyMedia: u.Media,
+		tether: c.tether(u)}
 	if v, ok := u.Int(uri.KeySessionID); ok {
 		s.sessionID, s.hasSession = int32(v), true
 	}
@@ -311,6 +314,7 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 			e.nakDelayNs = v
 		}
 		e.nakRetryNs = e.nakDelayNs * int64(c.cfg.Network.NakUnicastRetryRatio)
+		e.untethered = parseUntethered(u, c.cfg)
 		if bind.Addr().IsMulticast() {
 			// status messages and NAKs go to the control group
 			if e.control, err = multicastControl(bind); err != nil {
@@ -327,7 +331,7 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 	} else if err := e.checkReliable(u, c.cfg.Network, cmd.Channel); err != nil {
 		return err
 	}
-	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel, endpoint: key}
+	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel, endpoint: key, tether: c.tether(u)}
 	if v, ok := u.Int(uri.KeySessionID); ok {
 		s.sessionID, s.hasSession = int32(v), true
 	}

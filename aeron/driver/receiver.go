@@ -66,6 +66,9 @@ type receiveEndpoint struct {
 	// the unicast NAK delay and retry delay (nak-delay=, AERON_NAK_UNICAST_DELAY
 	// x AERON_NAK_UNICAST_RETRY_DELAY_RATIO)
 	nakDelayNs, nakRetryNs int64
+	// the untethered-subscription timeouts of its images, from the
+	// channel that created the endpoint or AERON_UNTETHERED_*
+	untethered untetheredTimeouts
 
 	// conductor
 	subs   []*subLink
@@ -417,6 +420,8 @@ type publicationImage struct {
 	onGap                  logbuffer.GapHandler
 	lossEntry              int
 	group                  bool // group semantics: multicast NAK backoff (fixed at creation)
+	untethered             untetheredTimeouts
+	lastTetherCheckNs      int64
 
 	// shared
 	lastPacketNs atomic.Int64
@@ -464,6 +469,7 @@ func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, fr
 	im.window = min(im.termLength/2, e.rcvWnd)
 	im.onGap = im.recordGap
 	im.group = e.imageGroup(s.Flags)
+	im.untethered = e.untethered
 	m := log.Metadata()
 	m.SetCorrelationID(regID)
 	m.SetInitialTermID(s.InitialTermID)
@@ -510,7 +516,7 @@ func (im *publicationImage) addSubscriber(c *conductor, s *subLink) {
 	c.counters.SetRegistrationID(id, s.regID)
 	c.counters.SetOwnerID(id, s.client.id)
 	c.counters.SetReferenceID(id, im.regID)
-	sp := &subscriberPosition{sub: s, id: id, pos: c.counters.Value(id)}
+	sp := &subscriberPosition{sub: s, id: id, pos: c.counters.Value(id), lastUpdateNs: c.nowNs}
 	sp.pos.Store(join)
 	im.subscribers = append(im.subscribers, sp)
 	im.publishSubscribers()
@@ -530,26 +536,71 @@ func (im *publicationImage) removeSubscriber(c *conductor, s *subLink) {
 	}
 }
 
-// minSubscriberPosition is the consumption position SMs report; without
-// subscribers the image is consumed as it is rebuilt.
+// minSubscriberPosition is the consumption position SMs report: the
+// slowest subscriber not resting (untethered ones set aside long enough
+// no longer count); without such subscribers the image is consumed as it
+// is rebuilt.
 func (im *publicationImage) minSubscriberPosition() int64 {
-	if len(im.subscribers) == 0 {
-		return im.rebuildPosition
-	}
 	pos := int64(math.MaxInt64)
 	for _, sp := range im.subscribers {
-		pos = min(pos, sp.pos.Load())
+		if sp.state != tetherResting {
+			pos = min(pos, sp.pos.Load())
+		}
+	}
+	if pos == math.MaxInt64 {
+		return im.rebuildPosition
 	}
 	return pos
 }
 
-// publishSubscribers gives the receiver the current subscriber positions.
+// publishSubscribers gives the receiver the positions of the subscribers
+// that count (not resting).
 func (im *publicationImage) publishSubscribers() {
-	ps := make([]*atomic.Int64, len(im.subscribers))
-	for i, sp := range im.subscribers {
-		ps[i] = sp.pos
+	ps := make([]*atomic.Int64, 0, len(im.subscribers))
+	for _, sp := range im.subscribers {
+		if sp.state != tetherResting {
+			ps = append(ps, sp.pos)
+		}
 	}
 	im.subPositions.Store(&ps)
+}
+
+// checkUntethered runs the untethered state machine over the image's
+// subscribers (aeron_publication_image_check_untethered_subscriptions):
+// the window limit trails the fastest subscriber by three quarters of the
+// receiver window, and a subscriber rejoins at the join position, the
+// slowest of rcv-pos and the subscribers that count
+// (aeron_publication_image_join_position).
+func (im *publicationImage) checkUntethered(c *conductor) {
+	maxPos := int64(0)
+	for _, sp := range im.subscribers {
+		if sp.state != tetherResting {
+			maxPos = max(maxPos, sp.pos.Load())
+		}
+	}
+	limit := maxPos - im.window + im.window/4
+	changed := checkTether(c.nowNs, im.subscribers, limit, im.untethered,
+		func(sp *subscriberPosition) {
+			c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
+				CorrelationID: im.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: im.streamID, Channel: sp.sub.channel}))
+			fmt.Fprintf(c.log, "image %d: untethered subscription %d set aside (linger)\n", im.regID, sp.sub.regID)
+		},
+		func(sp *subscriberPosition) {
+			join := im.rcvPos.Load()
+			for _, o := range im.subscribers {
+				if o.state != tetherResting {
+					join = min(join, o.pos.Load())
+				}
+			}
+			sp.pos.Store(join)
+			c.transmit(cnc.RspOnAvailableImage, cnc.AppendImageReady(c.buf[:0], cnc.ImageReady{
+				CorrelationID: im.regID, SessionID: im.sessionID, StreamID: im.streamID, SubscriptionRegistrationID: sp.sub.regID,
+				SubscriberPositionID: sp.id, LogFile: im.logFile, SourceIdentity: im.sourceIdentity}))
+			fmt.Fprintf(c.log, "image %d: untethered subscription %d rejoins at %d\n", im.regID, sp.sub.regID, join)
+		})
+	if changed {
+		im.publishSubscribers()
+	}
 }
 
 // consumedNow is the receiver's minimum subscriber position: rcv-pos
@@ -651,6 +702,10 @@ func (im *publicationImage) trackRebuild(c *conductor) int {
 		im.gapActive = false
 	}
 	im.rcvPos.Store(im.rebuildPosition)
+	if len(im.subscribers) > 0 && c.nowNs-im.lastTetherCheckNs >= c.cfg.TimerInterval.Nanoseconds() {
+		im.lastTetherCheckNs = c.nowNs
+		im.checkUntethered(c)
+	}
 	consumed := im.minSubscriberPosition()
 	im.clean(consumed - im.termLength)
 	eos := im.eosPosition.Load()
@@ -781,8 +836,10 @@ func (im *publicationImage) close(c *conductor) {
 	}
 	im.state = imageDone
 	for _, sp := range im.subscribers {
-		c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
-			CorrelationID: im.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: im.streamID, Channel: sp.sub.channel}))
+		if sp.state == tetherActive { // set-aside subscribers were told already
+			c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
+				CorrelationID: im.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: im.streamID, Channel: sp.sub.channel}))
+		}
 		_ = c.counters.Free(sp.id)
 	}
 	im.subscribers = nil

@@ -47,8 +47,9 @@ type networkPublication struct {
 	// strategy, before the sender gets the publication; then the sender's.
 	fc flowControl
 
-	// aeron-spy: subscribers (conductor); spyPositions gives their
-	// positions to the sender for spies-simulate-connection
+	// aeron-spy: subscribers (conductor), tethered or not; spyPositions
+	// gives the positions of those not resting to the sender for
+	// spies-simulate-connection
 	spies        []*subscriberPosition
 	hasSpies     atomic.Bool
 	spyPositions atomic.Pointer[[]*atomic.Int64]
@@ -70,6 +71,8 @@ type networkPublication struct {
 	tripLimit      int64
 	lingerDeadline int64
 	drainSince     int64
+	// last untethered spy check (every timer interval)
+	lastTetherCheckNs int64
 
 	// shared: the sender sets connected/hasReceivers/lastSMNs from status
 	// messages, the conductor clears them on the connection timeout and
@@ -240,13 +243,19 @@ func (p *networkPublication) update(c *conductor) int {
 		}
 		fmt.Fprintf(c.log, "publication %d: no status message for %v, not connected\n", p.regID, c.cfg.PublicationConnTimeout)
 	}
+	if p.state == pubActive && len(p.spies) > 0 && c.nowNs-p.lastTetherCheckNs >= c.cfg.TimerInterval.Nanoseconds() {
+		p.lastTetherCheckNs = c.nowNs
+		p.checkUntetheredSpies(c, senderPosition)
+	}
 	// aeron_network_publication_update_pub_pos_and_lmt: the limit follows
-	// the slowest of the sender and the spies; spies alone count when they
-	// simulate a connection.
-	if connected || (c.cfg.SpiesSimulateConnection && len(p.spies) > 0) {
+	// the slowest of the sender and the spies that are not resting; spies
+	// alone count when they simulate a connection.
+	if connected || (c.cfg.SpiesSimulateConnection && p.workingSpies()) {
 		minConsumer := senderPosition
 		for _, sp := range p.spies {
-			minConsumer = min(minConsumer, sp.pos.Load())
+			if sp.state != tetherResting {
+				minConsumer = min(minConsumer, sp.pos.Load())
+			}
 		}
 		if limit := minConsumer + p.termWindow; limit >= p.tripLimit && p.state == pubActive {
 			p.clean(minConsumer - p.termLength)
@@ -573,7 +582,7 @@ func (p *networkPublication) addSpy(c *conductor, s *subLink) {
 	c.counters.SetRegistrationID(id, s.regID)
 	c.counters.SetOwnerID(id, s.client.id)
 	c.counters.SetReferenceID(id, p.regID)
-	sp := &subscriberPosition{sub: s, id: id, pos: c.counters.Value(id)}
+	sp := &subscriberPosition{sub: s, id: id, pos: c.counters.Value(id), lastUpdateNs: c.nowNs}
 	sp.pos.Store(join)
 	p.spies = append(p.spies, sp)
 	p.publishSpies()
@@ -597,12 +606,12 @@ func (p *networkPublication) removeSpy(c *conductor, s *subLink) {
 	}
 }
 
-// spiesFinished says every spy read all that was published
+// spiesFinished says every spy not resting read all that was published
 // (aeron_network_publication_spies_finished_consuming).
 func (p *networkPublication) spiesFinished() bool {
 	end := p.producerPosition()
 	for _, sp := range p.spies {
-		if sp.pos.Load() < end {
+		if sp.state != tetherResting && sp.pos.Load() < end {
 			return false
 		}
 	}
@@ -613,8 +622,10 @@ func (p *networkPublication) spiesFinished() bool {
 // (aeron_driver_conductor_cleanup_spies).
 func (p *networkPublication) endSpies(c *conductor) {
 	for _, sp := range p.spies {
-		c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
-			CorrelationID: p.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: p.streamID, Channel: sp.sub.channel}))
+		if sp.state == tetherActive { // set-aside spies were told already
+			c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
+				CorrelationID: p.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: p.streamID, Channel: sp.sub.channel}))
+		}
 		_ = c.counters.Free(sp.id)
 	}
 	p.spies = nil
@@ -623,16 +634,56 @@ func (p *networkPublication) endSpies(c *conductor) {
 
 // spyUnconnected drops the connection the last simulating spy made.
 func (p *networkPublication) spyUnconnected() {
-	if p.simulateConnection && len(p.spies) == 0 && !p.connected.Load() {
+	if p.simulateConnection && !p.workingSpies() && !p.connected.Load() {
 		p.log.Metadata().SetIsConnected(false)
 	}
 }
 
+// publishSpies gives the sender the positions of the spies that count
+// (not resting).
 func (p *networkPublication) publishSpies() {
-	ps := make([]*atomic.Int64, len(p.spies))
-	for i, sp := range p.spies {
-		ps[i] = sp.pos
+	ps := make([]*atomic.Int64, 0, len(p.spies))
+	for _, sp := range p.spies {
+		if sp.state != tetherResting {
+			ps = append(ps, sp.pos)
+		}
 	}
 	p.spyPositions.Store(&ps)
 	p.hasSpies.Store(len(ps) > 0)
+}
+
+// workingSpies says some spy counts for the limit
+// (aeron_driver_subscribable_has_working_positions).
+func (p *networkPublication) workingSpies() bool {
+	for _, sp := range p.spies {
+		if sp.state != tetherResting {
+			return true
+		}
+	}
+	return false
+}
+
+// checkUntetheredSpies runs the untethered state machine over the spies
+// (aeron_network_publication_check_untethered_subscriptions): the window
+// limit trails the sender position, and a spy rejoins at the sender
+// position. A resting spy stops holding the publication back.
+func (p *networkPublication) checkUntetheredSpies(c *conductor, senderPosition int64) {
+	limit := senderPosition - p.termWindow + p.termWindow/4
+	changed := checkTether(c.nowNs, p.spies, limit, p.params.untethered(),
+		func(sp *subscriberPosition) {
+			c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
+				CorrelationID: p.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: p.streamID, Channel: sp.sub.channel}))
+			fmt.Fprintf(c.log, "publication %d: untethered spy %d set aside (linger)\n", p.regID, sp.sub.regID)
+		},
+		func(sp *subscriberPosition) {
+			join := p.sndPos.Load()
+			sp.pos.Store(join)
+			c.transmit(cnc.RspOnAvailableImage, cnc.AppendImageReady(c.buf[:0], cnc.ImageReady{
+				CorrelationID: p.regID, SessionID: p.sessionID, StreamID: p.streamID, SubscriptionRegistrationID: sp.sub.regID,
+				SubscriberPositionID: sp.id, LogFile: p.logFile, SourceIdentity: "aeron:ipc"}))
+			fmt.Fprintf(c.log, "publication %d: untethered spy %d rejoins at %d\n", p.regID, sp.sub.regID, join)
+		})
+	if changed {
+		p.publishSpies()
+	}
 }
