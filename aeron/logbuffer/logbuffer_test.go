@@ -589,6 +589,25 @@ func BenchmarkTermAppend256(b *testing.B) {
 	}
 }
 
+// BenchmarkExclusiveTermAppend256 is BenchmarkTermAppend256 for the
+// single writer of an exclusive publication: no atomic claim, the tail
+// published with a release store.
+func BenchmarkExclusiveTermAppend256(b *testing.B) {
+	l, hw := newTestLog(b)
+	payload := make([]byte, 256)
+	a := NewExclusiveTermAppender(l, 0)
+	off := int32(0)
+	b.SetBytes(256)
+	b.ReportAllocs()
+	for b.Loop() {
+		next := a.AppendUnfragmentedMessage(&hw, testInitial, off, payload)
+		if next == AppendFailed {
+			next = 0 // the rest of the term was padded: start over
+		}
+		off = next
+	}
+}
+
 func BenchmarkTermRead256(b *testing.B) {
 	l, hw := newTestLog(b)
 	a := NewTermAppender(l, 0)
