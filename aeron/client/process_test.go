@@ -193,7 +193,10 @@ func TestClientKilledResourcesReleased(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.ClientLivenessTimeout = 500 * time.Millisecond
 	d := startDriver(t, cfg)
-	c := connect(t, d.Dir())
+	// The survivor's keepalives must come well within the short liveness
+	// timeout (the default 500 ms interval equals it: under the race
+	// detector the survivor itself was sometimes timed out).
+	c := connect(t, d.Dir(), func(o *client.Options) { o.KeepaliveInterval = 50 * time.Millisecond })
 	pub, err := c.AddPublication(context.Background(), "aeron:ipc", 30) // shares the killed client's publication
 	require.NoError(t, err)
 
