@@ -29,9 +29,9 @@ type msgBatch struct {
 	addrs []unix.RawSockaddrInet6 // large enough for either family
 	// arguments and results of the Control callbacks, which are method
 	// values made once so that a call allocates nothing
-	vlen, off     int
-	done          int
-	errno         syscall.Errno
+	vlen, off      int
+	done           int
+	errno          syscall.Errno
 	recvFn, sendFn func(uintptr)
 }
 
