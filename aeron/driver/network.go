@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/ibgo/ibgo/aeron/cnc"
@@ -250,15 +251,27 @@ func (s *subLink) spies(p *networkPublication) bool {
 }
 
 func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.SubscriptionCommand, u *uri.ChannelURI) error {
+	mds := false
 	if mode, _ := u.Get(uri.KeyControlMode); mode == uri.ControlModeManual {
-		return fail(cnc.ErrorCodeInvalidChannel, "%s: multi-destination subscriptions (control-mode=manual) are not supported by this driver yet", cmd.Channel)
+		// a multi-destination subscription: its sockets are the
+		// destinations the client adds (mds.go)
+		if u.Has(uri.KeyEndpoint) || u.Has(uri.KeyControl) {
+			return fail(cnc.ErrorCodeInvalidChannel, "%s: a multi-destination subscription (control-mode=manual) takes its endpoints from receive destinations, not endpoint= or control=", cmd.Channel)
+		}
+		if u.Media != uri.MediaUDP {
+			return fail(cnc.ErrorCodeInvalidChannel, "%s: multi-destination subscriptions are only supported on aeron:udp", cmd.Channel)
+		}
+		mds = true
 	}
-	if !u.Has(uri.KeyEndpoint) {
+	if !u.Has(uri.KeyEndpoint) && !mds {
 		return fail(cnc.ErrorCodeInvalidChannel, "%s: a subscription needs endpoint=host:port", cmd.Channel)
 	}
-	bind, err := resolveEndpoint(u)
-	if err != nil {
-		return err
+	var bind netip.AddrPort
+	var err error
+	if !mds {
+		if bind, err = resolveEndpoint(u); err != nil {
+			return err
+		}
 	}
 	var control netip.AddrPort
 	if u.Has(uri.KeyControl) {
@@ -272,6 +285,10 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 		}
 	}
 	key := bind.String()
+	if mds {
+		// each multi-destination subscription is its own endpoint
+		key = "mds/" + strconv.FormatInt(cmd.CorrelationID, 10)
+	}
 	if u.Media != uri.MediaUDP {
 		// the binding is part of the endpoint's identity: an aeron:ib and an
 		// aeron:udp subscription on one host:port are two endpoints
@@ -292,15 +309,20 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 	}
 	if !ok {
 		c.awaitEndpointClosed(key)
-		med, _ := c.media.lookup(u.Media)
-		t, err := med.Open(u, bind, netip.AddrPort{}, bufs, AffinityReceiver)
-		if err != nil {
-			return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
+		var t Transport
+		if !mds {
+			med, _ := c.media.lookup(u.Media)
+			if t, err = med.Open(u, bind, netip.AddrPort{}, bufs, AffinityReceiver); err != nil {
+				return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
+			}
 		}
 		e = newReceiveEndpoint(key, t)
+		e.mds = mds
 		e.channel, e.rcvWnd, e.soRcvbuf, e.soSndbuf = cmd.Channel, rcvWnd, bufs.SocketRcvbuf, bufs.SocketSndbuf
 		if err := e.setGroupTag(u, c.cfg.Network); err != nil {
-			_ = t.Close()
+			if t != nil {
+				_ = t.Close()
+			}
 			return err
 		}
 		e.setReliable(u, c.cfg.Network)
