@@ -21,7 +21,7 @@ var udpSupportedKeys = map[string]bool{
 	uri.KeySocketSndbuf: true, uri.KeySocketRcvbuf: true, uri.KeyAlias: true,
 	uri.KeyInterface: true, uri.KeyTTL: true, uri.KeyFlowControl: true, uri.KeyGroupTag: true,
 	uri.KeyReliable: true, uri.KeyGroup: true, uri.KeyMaxResend: true, uri.KeyNakDelay: true,
-	uri.KeyControl: true, uri.KeyControlMode: true, uri.KeyReceiverWindow: true,
+	uri.KeyControl: true, uri.KeyControlMode: true, uri.KeyReceiverWindow: true, uri.KeyCongestionControl: true,
 }
 
 // checkNetworkChannel refuses what the network slice does not do yet.
@@ -294,6 +294,10 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 		// aeron:udp subscription on one host:port are two endpoints
 		key = string(u.Media) + "/" + key
 	}
+	ccName, err := checkCongestionControl(u, cmd.Channel)
+	if err != nil {
+		return err
+	}
 	rcvWnd := int64(c.cfg.InitialWindowLength)
 	if v, ok := u.Size(uri.KeyReceiverWindow); ok {
 		rcvWnd = v
@@ -317,7 +321,7 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 			}
 		}
 		e = newReceiveEndpoint(key, t)
-		e.mds = mds
+		e.mds, e.cc = mds, ccName
 		e.channel, e.rcvWnd, e.soRcvbuf, e.soSndbuf = cmd.Channel, rcvWnd, bufs.SocketRcvbuf, bufs.SocketSndbuf
 		if err := e.setGroupTag(u, c.cfg.Network); err != nil {
 			if t != nil {

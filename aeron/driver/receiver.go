@@ -71,6 +71,9 @@ type receiveEndpoint struct {
 	// nil and each receive destination the client adds brings its own
 	// transport (dests, the conductor's list; rdests, the receiver's)
 	mds bool
+	// cc is the congestion control of the endpoint's images (cc=, fixed
+	// at creation): "static" or "cubic"
+	cc string
 
 	// conductor
 	subs         []*subLink
@@ -281,8 +284,17 @@ func (e *receiveEndpoint) onDatagram(t Transport, buf []byte, from netip.AddrPor
 		}
 		e.onSetup(t, &s, from)
 	case protocol.TypeRTTM:
-		// RTT measurement is only requested by congestion control (cc=cubic),
-		// which ibgo does not offer yet; replies are ignored.
+		var m protocol.RTTMeasurement
+		if m.Decode(buf) != nil {
+			r.sys[sysInvalidPackets].Add(1)
+			return
+		}
+		// a sender's reply to the RTT measurement of an image's
+		// congestion control (aeron_publication_image_on_rttm); requests
+		// from senders are not answered (no sender asks)
+		if im := e.image(m.SessionID, m.StreamID); im != nil && m.Flags&protocol.RTTMFlagReply == 0 && m.ReceiverID == im.receiverID {
+			im.cc.onRTTM(r.nowNs, r.nowNs-m.EchoTimestamp-m.ReceptionDelta)
+		}
 	default:
 		r.sys[sysInvalidPackets].Add(1)
 	}
@@ -351,6 +363,7 @@ func (e *receiveEndpoint) poll(r *receiver) int {
 	}
 	for _, im := range e.rimages {
 		work += im.sendPending(r)
+		work += im.initiateRTTM(r)
 	}
 	return work
 }
@@ -433,8 +446,10 @@ type publicationImage struct {
 	termLength          int64
 	positionBitsToShift int
 	initialTermID       int32
-	window              int64
+	window              int64 // the receiver window of the last scheduled SM (conductor)
 	receiverID          int64
+	cc                  congestionControl
+	lossOccurred        bool // conductor: the loss detector activated a new gap
 
 	hwmID, rcvPosID int32
 	hwm, rcvPos     *atomic.Int64 // rcv-hwm written by the receiver, rcv-pos by the conductor
@@ -473,6 +488,7 @@ type publicationImage struct {
 	// begin/end_loss_change).
 	smBegin, smEnd         atomic.Int64
 	smPosition             atomic.Int64
+	smWindow               atomic.Int64
 	lossBegin, lossEnd     atomic.Int64
 	lossTermID, lossOffset atomic.Int32
 	lossLength             atomic.Int32
@@ -487,6 +503,7 @@ type publicationImage struct {
 	hwmPosition     int64
 	smSent, nakSent int64
 	ctl             [protocol.StatusMessageGroupTagLength]byte
+	rttm            [protocol.RTTMHeaderLength]byte
 }
 
 func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, from netip.AddrPort) (*publicationImage, error) {
@@ -504,9 +521,13 @@ func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, fr
 		termLength: int64(s.TermLength), positionBitsToShift: logbuffer.PositionBitsToShift(s.TermLength),
 		initialTermID: s.InitialTermID, receiverID: e.receiverID, hwmID: -1, rcvPosID: -1, lossEntry: -1}
 	im.eosPosition.Store(math.MaxInt64)
-	// the static window of aeron_static_window_congestion_control: half a
-	// term at most, else the endpoint channel's rcv-wnd
-	im.window = min(im.termLength/2, e.rcvWnd)
+	// the congestion control's initial window: for static, half a term at
+	// most, else the endpoint channel's rcv-wnd
+	if im.cc, err = c.newCongestionControl(im, s.MTU); err != nil {
+		im.close(c)
+		return nil, err
+	}
+	im.window = im.cc.initialWindow()
 	im.onGap = im.recordGap
 	im.group = e.imageGroup(s.Flags)
 	m := log.Metadata()
@@ -706,7 +727,14 @@ func (im *publicationImage) trackRebuild(c *conductor) int {
 	if eos != math.MaxInt64 && im.rebuildPosition >= eos {
 		im.log.Metadata().SetEndOfStreamPosition(eos)
 	}
-	if c.nowNs-im.lastSMNs >= c.cfg.StatusMessageTimeout.Nanoseconds() || consumed-im.lastSMPosition >= im.window/4 {
+	// the congestion control's window
+	// (aeron_publication_image_track_rebuild): an SM goes when it says
+	// so, when the window changed, when consumption moved a quarter
+	// window, and at least every status message timeout
+	window, force := im.cc.onTrackRebuild(c.nowNs, consumed, im.lastSMPosition, im.lossOccurred)
+	im.lossOccurred = false
+	if force || window != im.window || c.nowNs-im.lastSMNs >= c.cfg.StatusMessageTimeout.Nanoseconds() || consumed-im.lastSMPosition >= window/4 {
+		im.window = window
 		im.scheduleStatus(c, consumed)
 		work++
 	}
@@ -727,6 +755,7 @@ func (im *publicationImage) onLoss(c *conductor) int {
 	if !im.gapActive || im.gapTermID != im.scanTermID || im.gapOffset != im.scanOffset {
 		im.gapActive, im.gapTermID, im.gapOffset, im.gapLength = true, im.scanTermID, im.scanOffset, im.scanLength
 		im.gapDeadline = c.nowNs + im.nakDelay(false)
+		im.lossOccurred = true
 		im.reportLoss(c)
 		return 0
 	}
@@ -784,6 +813,7 @@ func (im *publicationImage) scheduleStatus(c *conductor, pos int64) {
 	n := im.smEnd.Load() + 1
 	im.smBegin.Store(n)
 	im.smPosition.Store(pos)
+	im.smWindow.Store(im.window)
 	im.smEnd.Store(n)
 	im.lastSMNs, im.lastSMPosition = c.nowNs, pos
 }
@@ -794,9 +824,9 @@ func (im *publicationImage) scheduleStatus(c *conductor, pos int64) {
 func (im *publicationImage) sendPending(r *receiver) int {
 	work := 0
 	if end := im.smEnd.Load(); end != im.smSent {
-		pos := im.smPosition.Load()
+		pos, window := im.smPosition.Load(), im.smWindow.Load()
 		if im.smBegin.Load() == end {
-			im.sendStatus(r, pos)
+			im.sendStatus(r, pos, window)
 			im.smSent = end
 			work++
 		}
@@ -821,11 +851,11 @@ func (im *publicationImage) sendPending(r *receiver) int {
 	return work
 }
 
-func (im *publicationImage) sendStatus(r *receiver, pos int64) {
+func (im *publicationImage) sendStatus(r *receiver, pos, window int64) {
 	sm := protocol.StatusMessage{SessionID: im.sessionID, StreamID: im.streamID,
 		ConsumptionTermID:     logbuffer.ComputeTermIDFromPosition(pos, im.positionBitsToShift, im.initialTermID),
 		ConsumptionTermOffset: logbuffer.ComputeTermOffsetFromPosition(pos, im.positionBitsToShift),
-		ReceiverWindow:        int32(im.window), ReceiverID: im.receiverID,
+		ReceiverWindow:        int32(window), ReceiverID: im.receiverID,
 		GroupTag: im.e.groupTag, HasGroupTag: im.e.hasGroupTag}
 	n, _ := sm.Encode(im.ctl[:])
 	im.sendControl(r, im.ctl[:n])
@@ -857,6 +887,9 @@ func (im *publicationImage) close(c *conductor) {
 			if id >= 0 {
 				_ = c.counters.Free(id)
 			}
+		}
+		if im.cc != nil {
+			im.cc.close(c)
 		}
 	}
 	if im.handed {
