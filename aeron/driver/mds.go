@@ -52,8 +52,8 @@ func (im *publicationImage) connection(t Transport, from netip.AddrPort, nowNs i
 	im.conns = append(im.conns, imageConnection{t: t, source: from, lastNs: nowNs})
 }
 
-// sendControl sends a status message or NAK of the image: to its source
-// on an ordinary endpoint, through every connection of a
+// sendControl sends a status message, NAK or RTTM of the image: to its
+// source on an ordinary endpoint, through every live connection of a
 // multi-destination subscription (aeron_publication_image_send_pending_status_message
 // loops over the connections).
 func (im *publicationImage) sendControl(r *receiver, b []byte) {
@@ -62,7 +62,11 @@ func (im *publicationImage) sendControl(r *receiver, b []byte) {
 		return
 	}
 	for i := range im.conns {
-		im.e.sendTo(r, im.conns[i].t, im.conns[i].source, b)
+		c := &im.conns[i]
+		if im.e.livenessNs > 0 && r.nowNs-c.lastNs > im.e.livenessNs {
+			continue // that destination's copy stopped arriving
+		}
+		im.e.sendTo(r, c.t, c.source, b)
 	}
 }
 

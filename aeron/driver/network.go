@@ -321,7 +321,7 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 			}
 		}
 		e = newReceiveEndpoint(key, t)
-		e.mds, e.cc = mds, ccName
+		e.mds, e.cc, e.livenessNs = mds, ccName, c.cfg.ImageLivenessTimeout.Nanoseconds()
 		e.channel, e.rcvWnd, e.soRcvbuf, e.soSndbuf = cmd.Channel, rcvWnd, bufs.SocketRcvbuf, bufs.SocketSndbuf
 		if err := e.setGroupTag(u, c.cfg.Network); err != nil {
 			if t != nil {

@@ -71,6 +71,10 @@ type receiveEndpoint struct {
 	// nil and each receive destination the client adds brings its own
 	// transport (dests, the conductor's list; rdests, the receiver's)
 	mds bool
+	// livenessNs: a multi-destination subscription's image stops sending
+	// control frames to a connection silent this long (the image liveness
+	// timeout, aeron_publication_image_connection_is_alive)
+	livenessNs int64
 	// cc is the congestion control of the endpoint's images (cc=, fixed
 	// at creation): "static" or "cubic"
 	cc string
