@@ -249,7 +249,7 @@ udp_pair() {
 }
 for loss in 0 0.05; do
 	newdir ibgo-udp
-	AERON_DEBUG_RECEIVE_DATA_LOSS_RATE=$loss AERON_DEBUG_SEND_DATA_LOSS_RATE=$loss \
+	AERON_DEBUG_RECEIVE_DATA_LOSS_RATE=$loss AERON_DEBUG_SEND_DATA_LOSS_RATE=$loss AERON_CUBICCONGESTIONCONTROL_MEASURERTT=true \
 		bg ibgo-driver-udp-$loss "$IBGO" driver --dir "$DIR" --dir-delete-on-shutdown
 	ID=$DIR
 	IDRIVER=$LAST
@@ -257,6 +257,11 @@ for loss in 0 0.05; do
 	sleep 0.5
 	udp_pair c-to-ibgo-$loss "aeronmd -> ibgo driver (ibgo drops $loss of DATA received)" "$CD" "$ID" "aeron:udp?endpoint=127.0.0.1:$((20700 + RANDOM % 100))"
 	udp_pair ibgo-to-c-$loss "ibgo driver (drops $loss of DATA sent) -> aeronmd" "$ID" "$CD" "aeron:udp?endpoint=127.0.0.1:$((20800 + RANDOM % 100))"
+	# cc=cubic subscriptions: the ibgo receiver measures RTT (RTTM requests
+	# the C sender answers); the C receiver's cubic window is honoured by
+	# the ibgo sender
+	udp_pair c-to-ibgo-cubic-$loss "aeronmd -> ibgo driver, cc=cubic (ibgo drops $loss of DATA received)" "$CD" "$ID" "aeron:udp?endpoint=127.0.0.1:$((21300 + RANDOM % 100))|cc=cubic"
+	udp_pair ibgo-to-c-cubic-$loss "ibgo driver (drops $loss of DATA sent) -> aeronmd, cc=cubic" "$ID" "$CD" "aeron:udp?endpoint=127.0.0.1:$((21400 + RANDOM % 100))|cc=cubic"
 	stop "$IDRIVER"
 done
 

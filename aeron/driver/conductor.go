@@ -455,7 +455,8 @@ func (c *conductor) dispatch(typeID int32, msg []byte, hdr cnc.Correlated, cl *c
 
 // onDestination answers the destination commands as the C driver does:
 // publications with control-mode=manual add and remove send destinations
-// (onSendDestination); other channels do not allow manual control:
+// (onSendDestination), subscriptions with control-mode=manual receive
+// destinations (onRcvDestination); other channels do not allow manual control:
 // aeron_driver_conductor_on_add_send_destination,
 // on_remove_send_destination and find_mds_subscription. Send destinations
 // are looked up among network publications only, receive destinations
@@ -486,6 +487,9 @@ func (c *conductor) onDestination(typeID int32, cmd cnc.DestinationCommand) erro
 		s, ok := c.subs[cmd.RegistrationID]
 		if !ok || s.endpoint == "" {
 			return fail(cnc.ErrorCodeUnknownSubscription, "unknown subscription client_id=%d registration_id=%d", cmd.ClientID, cmd.RegistrationID)
+		}
+		if e, ok := c.endpoints[s.endpoint]; ok && e.mds {
+			return c.onRcvDestination(e, typeID == cnc.CmdAddRcvDestination, cmd)
 		}
 		return fail(cnc.ErrorCodeInvalidChannel, "channel does not allow manual control")
 	}

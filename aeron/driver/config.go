@@ -80,6 +80,7 @@ type Config struct {
 	LowFileStoreWarningThreshold int64 // AERON_LOW_FILE_STORE_WARNING_THRESHOLD: warn (error log) at or below this usable space
 
 	Network NetworkConfig // flow control, receiver group tag, reliability (flowcontrol.go)
+	Cubic   CubicConfig   // cc=cubic images (congestion.go)
 }
 
 // DefaultDir mirrors aeron_default_path: /dev/shm/aeron-<user> on Linux,
@@ -245,6 +246,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	if err := c.Network.fromEnv(getenv); err != nil && firstErr == nil {
+		firstErr = err
+	}
+	if err := c.Cubic.fromEnv(getenv); err != nil && firstErr == nil {
 		firstErr = err
 	}
 	if firstErr != nil {

@@ -25,6 +25,7 @@ const (
 	sysFlowControlOverRuns       = 13
 	sysInvalidPackets            = 14
 	sysErrors                    = 15
+	sysShortSends                = 16
 	sysUnblockedPublications     = 19
 	sysUnblockedCommands         = 20
 	sysClientTimeouts            = 24

@@ -47,7 +47,9 @@ type RecvFunc func(t Transport, buf []byte, from netip.AddrPort, mediaTimestampN
 type Transport interface {
 	// Send sends each of datagrams as one datagram to dest (the connected
 	// peer when dest is invalid) and returns how many were sent; fewer
-	// than len(datagrams) is a short send (aeron send_func).
+	// than len(datagrams) with no error is a short send (a full socket
+	// buffer: Send does not block), which the sender retries from where it
+	// stopped (aeron send_func).
 	Send(dest netip.AddrPort, datagrams [][]byte) (int, error)
 	// Recv hands up to max received datagrams to fn (aeron recvmmsg_func).
 	Recv(max int, fn RecvFunc) (int, error)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/ibgo/ibgo/aeron/cnc"
@@ -20,7 +21,7 @@ var udpSupportedKeys = map[string]bool{
 	uri.KeySocketSndbuf: true, uri.KeySocketRcvbuf: true, uri.KeyAlias: true,
 	uri.KeyInterface: true, uri.KeyTTL: true, uri.KeyFlowControl: true, uri.KeyGroupTag: true,
 	uri.KeyReliable: true, uri.KeyGroup: true, uri.KeyMaxResend: true, uri.KeyNakDelay: true,
-	uri.KeyControl: true, uri.KeyControlMode: true, uri.KeyReceiverWindow: true,
+	uri.KeyControl: true, uri.KeyControlMode: true, uri.KeyReceiverWindow: true, uri.KeyCongestionControl: true,
 	uri.KeyTether: true, uri.KeyUntetheredWindowLimitTimeout: true, uri.KeyUntetheredLingerTimeout: true,
 	uri.KeyUntetheredRestingTimeout: true,
 }
@@ -253,15 +254,27 @@ func (s *subLink) spies(p *networkPublication) bool {
 }
 
 func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.SubscriptionCommand, u *uri.ChannelURI) error {
+	mds := false
 	if mode, _ := u.Get(uri.KeyControlMode); mode == uri.ControlModeManual {
-		return fail(cnc.ErrorCodeInvalidChannel, "%s: multi-destination subscriptions (control-mode=manual) are not supported by this driver yet", cmd.Channel)
+		// a multi-destination subscription: its sockets are the
+		// destinations the client adds (mds.go)
+		if u.Has(uri.KeyEndpoint) || u.Has(uri.KeyControl) {
+			return fail(cnc.ErrorCodeInvalidChannel, "%s: a multi-destination subscription (control-mode=manual) takes its endpoints from receive destinations, not endpoint= or control=", cmd.Channel)
+		}
+		if u.Media != uri.MediaUDP {
+			return fail(cnc.ErrorCodeInvalidChannel, "%s: multi-destination subscriptions are only supported on aeron:udp", cmd.Channel)
+		}
+		mds = true
 	}
-	if !u.Has(uri.KeyEndpoint) {
+	if !u.Has(uri.KeyEndpoint) && !mds {
 		return fail(cnc.ErrorCodeInvalidChannel, "%s: a subscription needs endpoint=host:port", cmd.Channel)
 	}
-	bind, err := resolveEndpoint(u)
-	if err != nil {
-		return err
+	var bind netip.AddrPort
+	var err error
+	if !mds {
+		if bind, err = resolveEndpoint(u); err != nil {
+			return err
+		}
 	}
 	var control netip.AddrPort
 	if u.Has(uri.KeyControl) {
@@ -275,10 +288,18 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 		}
 	}
 	key := bind.String()
+	if mds {
+		// each multi-destination subscription is its own endpoint
+		key = "mds/" + strconv.FormatInt(cmd.CorrelationID, 10)
+	}
 	if u.Media != uri.MediaUDP {
 		// the binding is part of the endpoint's identity: an aeron:ib and an
 		// aeron:udp subscription on one host:port are two endpoints
 		key = string(u.Media) + "/" + key
+	}
+	ccName, err := checkCongestionControl(u, cmd.Channel)
+	if err != nil {
+		return err
 	}
 	rcvWnd := int64(c.cfg.InitialWindowLength)
 	if v, ok := u.Size(uri.KeyReceiverWindow); ok {
@@ -295,15 +316,20 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 	}
 	if !ok {
 		c.awaitEndpointClosed(key)
-		med, _ := c.media.lookup(u.Media)
-		t, err := med.Open(u, bind, netip.AddrPort{}, bufs, AffinityReceiver)
-		if err != nil {
-			return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
+		var t Transport
+		if !mds {
+			med, _ := c.media.lookup(u.Media)
+			if t, err = med.Open(u, bind, netip.AddrPort{}, bufs, AffinityReceiver); err != nil {
+				return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
+			}
 		}
 		e = newReceiveEndpoint(key, t)
+		e.mds, e.cc, e.livenessNs = mds, ccName, c.cfg.ImageLivenessTimeout.Nanoseconds()
 		e.channel, e.rcvWnd, e.soRcvbuf, e.soSndbuf = cmd.Channel, rcvWnd, bufs.SocketRcvbuf, bufs.SocketSndbuf
 		if err := e.setGroupTag(u, c.cfg.Network); err != nil {
-			_ = t.Close()
+			if t != nil {
+				_ = t.Close()
+			}
 			return err
 		}
 		e.setReliable(u, c.cfg.Network)

@@ -69,16 +69,30 @@ type receiveEndpoint struct {
 	// the untethered-subscription timeouts of its images, from the
 	// channel that created the endpoint or AERON_UNTETHERED_*
 	untethered untetheredTimeouts
+	// mds: a multi-destination subscription (control-mode=manual): t is
+	// nil and each receive destination the client adds brings its own
+	// transport (dests, the conductor's list; rdests, the receiver's)
+	mds bool
+	// livenessNs: a multi-destination subscription's image stops sending
+	// control frames to a connection silent this long (the image liveness
+	// timeout, aeron_publication_image_connection_is_alive)
+	livenessNs int64
+	// cc is the congestion control of the endpoint's images (cc=, fixed
+	// at creation): "static" or "cubic"
+	cc string
 
 	// conductor
-	subs   []*subLink
-	images []*publicationImage
-	closed bool
+	subs         []*subLink
+	images       []*publicationImage
+	closed       bool
+	dests        []*rcvDestination
+	closingDests []*rcvDestination
 
 	// receiver; of a subLink the receiver reads only the fields fixed at
 	// creation (streamID, sessionID, hasSession)
 	rsubs   []*subLink
 	rimages []*publicationImage
+	rdests  []*rcvDestination
 	recvFn  RecvFunc
 	r       *receiver
 	// setup elicitation: last time an SM with the SETUP flag went to a
@@ -142,7 +156,14 @@ func (r *receiver) onRemoveEndpoint(e *receiveEndpoint) {
 		im.released.Store(true)
 	}
 	e.rimages = nil
-	_ = e.t.Close()
+	if e.t != nil {
+		_ = e.t.Close()
+	}
+	for _, d := range e.rdests {
+		_ = d.t.Close()
+		d.released.Store(true)
+	}
+	e.rdests = nil
 	e.released.Store(true)
 }
 
@@ -178,7 +199,7 @@ func (r *receiver) onRemoveImage(e *receiveEndpoint, im *publicationImage) {
 			sm := protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: protocol.SMFlagEOS}, SessionID: im.sessionID, StreamID: im.streamID,
 				ReceiverID: im.receiverID, GroupTag: e.groupTag, HasGroupTag: e.hasGroupTag}
 			n, _ := sm.Encode(im.ctl[:])
-			e.sendTo(r, im.source, im.ctl[:n])
+			im.sendControl(r, im.ctl[:n])
 			break
 		}
 	}
@@ -215,12 +236,21 @@ func (e *receiveEndpoint) image(sessionID, streamID int32) *publicationImage {
 	return nil
 }
 
-func (e *receiveEndpoint) sendTo(r *receiver, dest netip.AddrPort, b []byte) {
+// sendTo sends a control frame to dest through via (the endpoint's own
+// transport when nil; a multi-destination subscription answers through
+// the destination the frame came in on), or to the control address.
+func (e *receiveEndpoint) sendTo(r *receiver, via Transport, dest netip.AddrPort, b []byte) {
 	if e.control.IsValid() {
 		dest = e.control
 	}
+	if via == nil {
+		via = e.t
+	}
+	if via == nil {
+		return
+	}
 	e.batch[0] = b
-	if _, err := e.t.Send(dest, e.batch); err != nil {
+	if _, err := via.Send(dest, e.batch); err != nil {
 		r.sys[sysErrors].Add(1)
 	}
 	e.batch[0] = nil
@@ -229,7 +259,7 @@ func (e *receiveEndpoint) sendTo(r *receiver, dest netip.AddrPort, b []byte) {
 // onDatagram is the receive path (aeron_receive_channel_endpoint_dispatch,
 // aeron_data_packet_dispatcher): anything malformed is dropped and counted
 // as an invalid packet.
-func (e *receiveEndpoint) onDatagram(_ Transport, buf []byte, from netip.AddrPort, _ int64) {
+func (e *receiveEndpoint) onDatagram(t Transport, buf []byte, from netip.AddrPort, _ int64) {
 	r := e.r
 	r.sys[sysBytesReceived].Add(int64(len(buf)))
 	f, err := protocol.NextFrame(buf, 0)
@@ -247,27 +277,36 @@ func (e *receiveEndpoint) onDatagram(_ Transport, buf []byte, from netip.AddrPor
 		im := e.image(h.SessionID, h.StreamID)
 		if im == nil {
 			if e.interested(h.StreamID, h.SessionID) {
-				e.elicitSetup(h.SessionID, h.StreamID, from)
+				e.elicitSetup(t, h.SessionID, h.StreamID, from)
 			}
 			return
 		}
-		im.onData(r, &h, buf, from)
+		im.onData(r, t, &h, buf, from)
 	case protocol.TypeSetup:
 		var s protocol.Setup
 		if s.Decode(buf) != nil {
 			r.sys[sysInvalidPackets].Add(1)
 			return
 		}
-		e.onSetup(&s, from)
+		e.onSetup(t, &s, from)
 	case protocol.TypeRTTM:
-		// RTT measurement is only requested by congestion control (cc=cubic),
-		// which ibgo does not offer yet; replies are ignored.
+		var m protocol.RTTMeasurement
+		if m.Decode(buf) != nil {
+			r.sys[sysInvalidPackets].Add(1)
+			return
+		}
+		// a sender's reply to the RTT measurement of an image's
+		// congestion control (aeron_publication_image_on_rttm); requests
+		// from senders are not answered (no sender asks)
+		if im := e.image(m.SessionID, m.StreamID); im != nil && m.Flags&protocol.RTTMFlagReply == 0 && m.ReceiverID == im.receiverID {
+			im.cc.onRTTM(r.nowNs, r.nowNs-m.EchoTimestamp-m.ReceptionDelta)
+		}
 	default:
 		r.sys[sysInvalidPackets].Add(1)
 	}
 }
 
-func (e *receiveEndpoint) elicitSetup(sessionID, streamID int32, from netip.AddrPort) {
+func (e *receiveEndpoint) elicitSetup(t Transport, sessionID, streamID int32, from netip.AddrPort) {
 	r := e.r
 	k := [2]int32{sessionID, streamID}
 	if last, ok := e.pendingSetup[k]; ok && r.nowNs-last < pendingSetupTimeoutNs/10 {
@@ -279,16 +318,22 @@ func (e *receiveEndpoint) elicitSetup(sessionID, streamID int32, from netip.Addr
 	e.pendingSetup[k] = r.nowNs
 	sm := protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: protocol.SMFlagSetup}, SessionID: sessionID, StreamID: streamID, ReceiverID: e.receiverID}
 	n, _ := sm.Encode(e.ctl[:])
-	e.sendTo(r, from, e.ctl[:n])
+	e.sendTo(r, t, from, e.ctl[:n])
 	r.sys[sysStatusMessagesSent].Add(1)
 }
 
 // onSetup asks the conductor for an image of a new session
 // (aeron_driver_conductor_proxy_on_create_publication_image_cmd), once per
 // pending-setup timeout while the request is outstanding.
-func (e *receiveEndpoint) onSetup(s *protocol.Setup, from netip.AddrPort) {
+func (e *receiveEndpoint) onSetup(t Transport, s *protocol.Setup, from netip.AddrPort) {
 	r := e.r
-	if e.image(s.SessionID, s.StreamID) != nil || !e.interested(s.StreamID, s.SessionID) {
+	if im := e.image(s.SessionID, s.StreamID); im != nil {
+		if e.mds {
+			im.connection(t, from, r.nowNs) // the same session on another destination
+		}
+		return
+	}
+	if !e.interested(s.StreamID, s.SessionID) {
 		return
 	}
 	if logbuffer.CheckTermLength(int64(s.TermLength)) != nil || s.MTU < protocol.DataHeaderLength || s.MTU > 65504 ||
@@ -305,18 +350,26 @@ func (e *receiveEndpoint) onSetup(s *protocol.Setup, from netip.AddrPort) {
 	}
 	e.creating[k] = r.nowNs
 	setup, c := *s, r.c
-	r.toConductor.offer(func() { c.onCreateImage(e, &setup, from) })
+	r.toConductor.offer(func() { c.onCreateImage(e, &setup, from, t) })
 }
 
 // poll is the receiver duty for the endpoint: read datagrams, then send
 // what the conductor scheduled for each image.
 func (e *receiveEndpoint) poll(r *receiver) int {
-	work, _ := e.t.Recv(receivePollPerDuty, e.recvFn)
+	work := 0
+	if e.t != nil {
+		work, _ = e.t.Recv(receivePollPerDuty, e.recvFn)
+	}
+	for _, d := range e.rdests {
+		n, _ := d.t.Recv(receivePollPerDuty, e.recvFn)
+		work += n
+	}
 	if e.explicitControl {
 		work += e.registerWithControl(r)
 	}
 	for _, im := range e.rimages {
 		work += im.sendPending(r)
+		work += im.initiateRTTM(r)
 	}
 	return work
 }
@@ -325,7 +378,7 @@ func (e *receiveEndpoint) poll(r *receiver) int {
 // (aeron_driver_conductor_on_create_publication_image): map the log,
 // allocate the counters, tell the subscribers, hand the image to the
 // receiver.
-func (c *conductor) onCreateImage(e *receiveEndpoint, s *protocol.Setup, from netip.AddrPort) {
+func (c *conductor) onCreateImage(e *receiveEndpoint, s *protocol.Setup, from netip.AddrPort, t Transport) {
 	if e.closed || !e.conductorInterested(s.StreamID, s.SessionID) {
 		return
 	}
@@ -338,6 +391,10 @@ func (c *conductor) onCreateImage(e *receiveEndpoint, s *protocol.Setup, from ne
 	if err != nil {
 		c.recordError(cnc.ErrorCodeGenericError, fmt.Sprintf("image for session %d stream %d from %s: %v", s.SessionID, s.StreamID, from, err))
 		return
+	}
+	if e.mds {
+		// the receiver owns the connections once it has the image
+		im.conns = []imageConnection{{t: t, source: from, lastNs: c.nowNs}}
 	}
 	e.images = append(e.images, im)
 	for _, sub := range e.subs {
@@ -395,8 +452,10 @@ type publicationImage struct {
 	termLength          int64
 	positionBitsToShift int
 	initialTermID       int32
-	window              int64
+	window              int64 // the receiver window of the last scheduled SM (conductor)
 	receiverID          int64
+	cc                  congestionControl
+	lossOccurred        bool // conductor: the loss detector activated a new gap
 
 	hwmID, rcvPosID int32
 	hwm, rcvPos     *atomic.Int64 // rcv-hwm written by the receiver, rcv-pos by the conductor
@@ -437,16 +496,22 @@ type publicationImage struct {
 	// begin/end_loss_change).
 	smBegin, smEnd         atomic.Int64
 	smPosition             atomic.Int64
+	smWindow               atomic.Int64
 	lossBegin, lossEnd     atomic.Int64
 	lossTermID, lossOffset atomic.Int32
 	lossLength             atomic.Int32
 	released               atomic.Bool
 
 	// receiver
-	source          netip.AddrPort
+	source netip.AddrPort
+	// conns are the destinations of a multi-destination subscription the
+	// session arrives on (aeron_publication_image_connection_t): status
+	// messages and NAKs go to each
+	conns           []imageConnection
 	hwmPosition     int64
 	smSent, nakSent int64
 	ctl             [protocol.StatusMessageGroupTagLength]byte
+	rttm            [protocol.RTTMHeaderLength]byte
 }
 
 func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, from netip.AddrPort) (*publicationImage, error) {
@@ -464,9 +529,13 @@ func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, fr
 		termLength: int64(s.TermLength), positionBitsToShift: logbuffer.PositionBitsToShift(s.TermLength),
 		initialTermID: s.InitialTermID, receiverID: e.receiverID, hwmID: -1, rcvPosID: -1, lossEntry: -1}
 	im.eosPosition.Store(math.MaxInt64)
-	// the static window of aeron_static_window_congestion_control: half a
-	// term at most, else the endpoint channel's rcv-wnd
-	im.window = min(im.termLength/2, e.rcvWnd)
+	// the congestion control's initial window: for static, half a term at
+	// most, else the endpoint channel's rcv-wnd
+	if im.cc, err = c.newCongestionControl(im, s.MTU); err != nil {
+		im.close(c)
+		return nil, err
+	}
+	im.window = im.cc.initialWindow()
 	im.onGap = im.recordGap
 	im.group = e.imageGroup(s.Flags)
 	im.untethered = e.untethered
@@ -480,7 +549,7 @@ func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, fr
 	join := logbuffer.ComputePosition(s.ActiveTermID, s.TermOffset, im.positionBitsToShift, s.InitialTermID)
 	im.hwmPosition, im.rebuildPosition, im.cleanPosition, im.lastSMPosition = join, join, join, join
 	im.cleaned.Store(join)
-	channel := "aeron:udp?endpoint=" + e.key
+	channel := e.imageChannel()
 	key := streamKey(c.keyBuf, regID, s.SessionID, s.StreamID, channel)
 	for _, a := range []struct {
 		typeID int32
@@ -619,14 +688,18 @@ func (im *publicationImage) consumedNow() int64 {
 
 // onData inserts a datagram of frames at its position unless it falls
 // outside the window (aeron_publication_image_insert_packet). Receiver.
-func (im *publicationImage) onData(r *receiver, h *protocol.DataHeader, buf []byte, from netip.AddrPort) {
+func (im *publicationImage) onData(r *receiver, t Transport, h *protocol.DataHeader, buf []byte, from netip.AddrPort) {
 	if h.TermOffset < 0 || int64(h.TermOffset) >= im.termLength || h.TermOffset&(logbuffer.FrameAlignment-1) != 0 ||
 		int64(h.TermOffset)+int64(len(buf)) > im.termLength {
 		r.sys[sysInvalidPackets].Add(1)
 		return
 	}
 	im.lastPacketNs.Store(r.nowNs)
-	im.source = from
+	if im.e.mds {
+		im.connection(t, from, r.nowNs)
+	} else {
+		im.source = from
+	}
 	pos := logbuffer.ComputePosition(h.TermID, h.TermOffset, im.positionBitsToShift, im.initialTermID)
 	consumed := im.consumedNow()
 	if h.IsHeartbeat() {
@@ -712,7 +785,14 @@ func (im *publicationImage) trackRebuild(c *conductor) int {
 	if eos != math.MaxInt64 && im.rebuildPosition >= eos {
 		im.log.Metadata().SetEndOfStreamPosition(eos)
 	}
-	if c.nowNs-im.lastSMNs >= c.cfg.StatusMessageTimeout.Nanoseconds() || consumed-im.lastSMPosition >= im.window/4 {
+	// the congestion control's window
+	// (aeron_publication_image_track_rebuild): an SM goes when it says
+	// so, when the window changed, when consumption moved a quarter
+	// window, and at least every status message timeout
+	window, force := im.cc.onTrackRebuild(c.nowNs, consumed, im.lastSMPosition, im.lossOccurred)
+	im.lossOccurred = false
+	if force || window != im.window || c.nowNs-im.lastSMNs >= c.cfg.StatusMessageTimeout.Nanoseconds() || consumed-im.lastSMPosition >= window/4 {
+		im.window = window
 		im.scheduleStatus(c, consumed)
 		work++
 	}
@@ -733,6 +813,7 @@ func (im *publicationImage) onLoss(c *conductor) int {
 	if !im.gapActive || im.gapTermID != im.scanTermID || im.gapOffset != im.scanOffset {
 		im.gapActive, im.gapTermID, im.gapOffset, im.gapLength = true, im.scanTermID, im.scanOffset, im.scanLength
 		im.gapDeadline = c.nowNs + im.nakDelay(false)
+		im.lossOccurred = true
 		im.reportLoss(c)
 		return 0
 	}
@@ -755,7 +836,7 @@ func (im *publicationImage) reportLoss(c *conductor) {
 		return
 	}
 	if im.lossEntry < 0 {
-		off, err := c.lossReport.CreateEntry(int64(im.scanLength), c.nowMs, im.sessionID, im.streamID, "aeron:udp?endpoint="+im.e.key, im.sourceIdentity)
+		off, err := c.lossReport.CreateEntry(int64(im.scanLength), c.nowMs, im.sessionID, im.streamID, im.e.imageChannel(), im.sourceIdentity)
 		if err == nil {
 			im.lossEntry = off
 		}
@@ -779,6 +860,7 @@ func (im *publicationImage) scheduleStatus(c *conductor, pos int64) {
 	n := im.smEnd.Load() + 1
 	im.smBegin.Store(n)
 	im.smPosition.Store(pos)
+	im.smWindow.Store(im.window)
 	im.smEnd.Store(n)
 	im.lastSMNs, im.lastSMPosition = c.nowNs, pos
 }
@@ -789,9 +871,9 @@ func (im *publicationImage) scheduleStatus(c *conductor, pos int64) {
 func (im *publicationImage) sendPending(r *receiver) int {
 	work := 0
 	if end := im.smEnd.Load(); end != im.smSent {
-		pos := im.smPosition.Load()
+		pos, window := im.smPosition.Load(), im.smWindow.Load()
 		if im.smBegin.Load() == end {
-			im.sendStatus(r, pos)
+			im.sendStatus(r, pos, window)
 			im.smSent = end
 			work++
 		}
@@ -807,7 +889,7 @@ func (im *publicationImage) sendPending(r *receiver) int {
 		} else if im.lossBegin.Load() == end {
 			nak := protocol.Nak{SessionID: im.sessionID, StreamID: im.streamID, TermID: termID, TermOffset: off, Length: length}
 			n, _ := nak.Encode(im.ctl[:])
-			im.e.sendTo(r, im.source, im.ctl[:n])
+			im.sendControl(r, im.ctl[:n])
 			r.sys[sysNaksSent].Add(1)
 			im.nakSent = end
 			work++
@@ -816,14 +898,14 @@ func (im *publicationImage) sendPending(r *receiver) int {
 	return work
 }
 
-func (im *publicationImage) sendStatus(r *receiver, pos int64) {
+func (im *publicationImage) sendStatus(r *receiver, pos, window int64) {
 	sm := protocol.StatusMessage{SessionID: im.sessionID, StreamID: im.streamID,
 		ConsumptionTermID:     logbuffer.ComputeTermIDFromPosition(pos, im.positionBitsToShift, im.initialTermID),
 		ConsumptionTermOffset: logbuffer.ComputeTermOffsetFromPosition(pos, im.positionBitsToShift),
-		ReceiverWindow:        int32(im.window), ReceiverID: im.receiverID,
+		ReceiverWindow:        int32(window), ReceiverID: im.receiverID,
 		GroupTag: im.e.groupTag, HasGroupTag: im.e.hasGroupTag}
 	n, _ := sm.Encode(im.ctl[:])
-	im.e.sendTo(r, im.source, im.ctl[:n])
+	im.sendControl(r, im.ctl[:n])
 	r.sys[sysStatusMessagesSent].Add(1)
 }
 
@@ -854,6 +936,9 @@ func (im *publicationImage) close(c *conductor) {
 			if id >= 0 {
 				_ = c.counters.Free(id)
 			}
+		}
+		if im.cc != nil {
+			im.cc.close(c)
 		}
 	}
 	if im.handed {
@@ -887,7 +972,7 @@ func (e *receiveEndpoint) registerWithControl(r *receiver) int {
 		}
 		sm := protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: protocol.SMFlagSetup}, SessionID: session, StreamID: s.streamID, ReceiverID: e.receiverID}
 		n, _ := sm.Encode(e.ctl[:])
-		e.sendTo(r, e.control, e.ctl[:n])
+		e.sendTo(r, nil, e.control, e.ctl[:n])
 		r.sys[sysStatusMessagesSent].Add(1)
 		work++
 	}

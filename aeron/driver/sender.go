@@ -102,10 +102,13 @@ type networkPublication struct {
 	ttl       int32             // multicast ttl=, in SETUP
 	rcvWindow int64             // the receiver window retransmit lengths are capped in
 	sendBatch [][]byte
-	ctl       [protocol.SetupHeaderLength]byte
-	hb        [protocol.DataHeaderLength]byte
-	recvFn    RecvFunc
-	s         *sender
+	// sendAdvance[i] is how far datagram i of sendBatch moves the sender
+	// position (its frames and a trailing term padding)
+	sendAdvance [maxDatagramsPerSendDuty]int64
+	ctl         [protocol.SetupHeaderLength]byte
+	hb          [protocol.DataHeaderLength]byte
+	recvFn      RecvFunc
+	s           *sender
 }
 
 // sender is the sender agent (aeron_driver_sender.c): the send duty of
@@ -384,30 +387,69 @@ func (p *networkPublication) sendTo(c *sender, dest netip.AddrPort, b []byte) {
 }
 
 // sendData sends up to maxDatagramsPerSendDuty datagrams of whole frames
-// from the sender position, within the sender limit
-// (aeron_network_publication_send_data).
+// from the sender position, within the sender limit, in one Send (one
+// sendmmsg on udp) per destination (aeron_network_publication_send_data).
+// The position advances past what the transport took: a short send (full
+// socket buffer) leaves the rest for the next duty cycle and counts in
+// short sends; an error counts and skips the batch, which receivers then
+// recover by NAK as they would a loss.
 func (p *networkPublication) sendData(c *sender) int {
-	sent := 0
-	for sent < maxDatagramsPerSendDuty {
-		avail := p.senderLimit - p.senderPosition
+	batch := p.sendBatch[:0]
+	pos := p.senderPosition
+	for len(batch) < maxDatagramsPerSendDuty {
+		avail := p.senderLimit - pos
 		if avail <= 0 {
 			break
 		}
-		idx := logbuffer.IndexByPosition(p.senderPosition, p.positionBitsToShift)
-		off := int32(p.senderPosition & (p.termLength - 1))
+		idx := logbuffer.IndexByPosition(pos, p.positionBitsToShift)
+		off := int32(pos & (p.termLength - 1))
 		n, pad := logbuffer.ScanForAvailability(p.log.Term(idx), off, int32(min(avail, int64(p.params.mtu))))
 		if n <= 0 {
 			break
 		}
-		p.sendOne(c, p.log.Term(idx)[off:off+n])
-		p.senderPosition += int64(n + pad)
-		sent++
+		p.sendAdvance[len(batch)] = int64(n + pad)
+		batch = append(batch, p.log.Term(idx)[off:off+n])
+		pos += int64(n + pad)
 	}
+	if len(batch) == 0 {
+		return 0
+	}
+	sent := len(batch)
+	if p.mdc != nil {
+		// every destination gets every frame (aeron_udp_destination_tracker_send)
+		for i := range p.mdc.dests {
+			p.sendFrames(c, p.mdc.dests[i].addr, batch)
+		}
+	} else {
+		sent = p.sendFrames(c, p.dest, batch)
+	}
+	for i := range sent {
+		p.senderPosition += p.sendAdvance[i]
+	}
+	clear(batch)
 	if sent > 0 {
 		p.sndPos.Store(p.senderPosition)
 		p.lastSendNs = c.nowNs
 	}
 	return sent
+}
+
+// sendFrames sends batch to dest and returns how many datagrams the
+// sender may count as gone: all of them after an error (counted), fewer
+// on a short send (counted).
+func (p *networkPublication) sendFrames(c *sender, dest netip.AddrPort, batch [][]byte) int {
+	n, err := p.t.Send(dest, batch)
+	for _, b := range batch[:n] {
+		c.sys[sysBytesSent].Add(int64(len(b)))
+	}
+	if err != nil {
+		c.sys[sysErrors].Add(1)
+		return len(batch)
+	}
+	if n < len(batch) {
+		c.sys[sysShortSends].Add(1)
+	}
+	return n
 }
 
 // onControl handles a frame from a receiver (aeron_send_channel_endpoint

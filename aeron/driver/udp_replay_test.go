@@ -25,6 +25,7 @@ import (
 type fakeMedia struct {
 	mu         sync.Mutex
 	transports []*fakeTransport
+	maxPerSend int // > 0: Send takes at most this many datagrams (a short send)
 }
 
 type fakeDatagram struct {
@@ -33,11 +34,12 @@ type fakeDatagram struct {
 }
 
 type fakeTransport struct {
-	bind   netip.AddrPort
-	mu     sync.Mutex
-	in     []fakeDatagram
-	out    []fakeDatagram
-	closed bool
+	bind       netip.AddrPort
+	maxPerSend int
+	mu         sync.Mutex
+	in         []fakeDatagram
+	out        []fakeDatagram
+	closed     bool
 }
 
 func (m *fakeMedia) Name() string { return "udp" }
@@ -45,7 +47,7 @@ func (m *fakeMedia) Name() string { return "udp" }
 func (m *fakeMedia) Open(_ *uri.ChannelURI, bind, _ netip.AddrPort, _ TransportParams, _ Affinity) (Transport, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	t := &fakeTransport{bind: bind}
+	t := &fakeTransport{bind: bind, maxPerSend: m.maxPerSend}
 	m.transports = append(m.transports, t)
 	return t, nil
 }
@@ -82,6 +84,9 @@ func (t *fakeTransport) pending() int {
 func (t *fakeTransport) Send(dest netip.AddrPort, ds [][]byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.maxPerSend > 0 && len(ds) > t.maxPerSend {
+		ds = ds[:t.maxPerSend]
+	}
 	for _, d := range ds {
 		t.out = append(t.out, fakeDatagram{dest, bytes.Clone(d)})
 	}
@@ -437,7 +442,6 @@ func TestUDPUnsupportedParametersRefused(t *testing.T) {
 		"aeron:udp?endpoint=224.0.1.2:40456":                           "odd",
 		"aeron:udp?endpoint=127.0.0.1:40456|interface=127.0.0.1":       "interface",
 		"aeron:udp?control=127.0.0.1:40457|control-mode=response":      "control-mode=response",
-		"aeron:udp?endpoint=127.0.0.1:40456|cc=cubic":                  "'cc'",
 		"aeron:udp?endpoint=127.0.0.1:40456|response-correlation-id=1": "'response-correlation-id'",
 	} {
 		_, err := cl.AddPublication(context.Background(), channel, 1)
@@ -447,6 +451,9 @@ func TestUDPUnsupportedParametersRefused(t *testing.T) {
 		require.Error(t, err, channel)
 		require.Contains(t, err.Error(), want, channel)
 	}
+	// cc= is static or cubic
+	_, err = cl.AddSubscription(context.Background(), "aeron:udp?endpoint=127.0.0.1:40456|cc=reno", 1)
+	require.ErrorContains(t, err, "cc=reno")
 	// A dynamic multi-destination-cast channel without endpoint is a
 	// publication's only.
 	_, err = cl.AddSubscription(context.Background(), "aeron:udp?control=127.0.0.1:40457|control-mode=dynamic", 1)

@@ -12,6 +12,8 @@
 //     INVOKE_WRITE ioctl that carries it.
 //   - Mmap, MmapAnon, MapFile and Munmap are the one mmap wrapper (internal/shm
 //     maps Aeron files through MapFile).
+//   - MsgBatch moves UDP datagrams in batches, non-blocking recvmmsg and
+//     sendmmsg over preallocated arrays (aeron/media/udp).
 //   - Errno wraps kernel errors; EINVAL and friends are re-exported so that
 //     packages above need neither syscall numbers nor golang.org/x/sys/unix.
 //

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibgo/ibgo/aeron/client"
-	"github.com/ibgo/ibgo/aeron/driver"
 	"github.com/ibgo/ibgo/aeron/logbuffer"
 	"github.com/ibgo/ibgo/aeron/media/udp"
 )
@@ -88,15 +87,4 @@ func TestMDCDynamicTwoSubscribers(t *testing.T) {
 	}
 	streamTo(t, pub, subs[:], 2000, 200)
 	require.Positive(t, systemCounter(t, pd, "NAKs received"))
-}
-
-// TestMDCSubscriptionManualRefused: multi-destination subscriptions are
-// not offered yet and say so.
-func TestMDCSubscriptionManualRefused(t *testing.T) {
-	sd, _ := startDriver(t, udp.Loss{}, func(*driver.Config) {})
-	sc := connect(t, sd.Dir())
-	_, err := sc.AddSubscription(context.Background(), "aeron:udp?control-mode=manual", 1001)
-	var de *client.DriverError
-	require.ErrorAs(t, err, &de)
-	require.Contains(t, de.Message, "multi-destination subscriptions")
 }

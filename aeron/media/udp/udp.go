@@ -1,22 +1,22 @@
 // Package udp is the UDP binding of the media driver's media seam
-// (driver.Media): unicast and multicast endpoints over the Go net package,
-// plus the test loss generator of Aeron's debug bindings.
+// (driver.Media): unicast and multicast endpoints (sockets from the Go net
+// package, datagrams moved in batches by recvmmsg/sendmmsg through
+// internal/sys), plus the test loss generator of Aeron's debug bindings.
 package udp
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
 	"strconv"
-	"sync"
 	"sync/atomic"
 
 	"github.com/ibgo/ibgo/aeron/driver"
 	"github.com/ibgo/ibgo/aeron/protocol"
 	"github.com/ibgo/ibgo/aeron/uri"
+	"github.com/ibgo/ibgo/internal/sys"
 )
 
 // Loss configures the loss generator: DATA datagrams are dropped at a set
@@ -126,100 +126,83 @@ func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.
 	if p.SocketSndbuf > 0 {
 		_ = conn.SetWriteBuffer(p.SocketSndbuf)
 	}
-	mtu := max(p.MTU, 64<<10) // a peer may send with a larger MTU than ours
-	t := &transport{m: m, conn: conn, connect: connect, rcvbuf: p.SocketRcvbuf,
-		full: make(chan *datagram, queueDepth), free: make(chan *datagram, queueDepth), done: make(chan struct{})}
-	for range queueDepth {
-		t.free <- &datagram{buf: make([]byte, mtu)}
+	t, err := newTransport(m, conn, connect, p)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
 	}
-	if m.loss.Enabled() {
-		seq := m.n.Add(1)
-		t.rng = rand.New(rand.NewPCG(m.loss.Seed, seq))
-		t.orng = rand.New(rand.NewPCG(m.loss.Seed^0x5bd1e995, seq))
-		if m.loss.SendReorderRate > 0 {
-			t.sendHeld = make([]byte, 0, mtu)
-		}
-	}
-	go t.readLoop()
 	return t, nil
 }
 
-const queueDepth = 256
+// recvBatch is the most datagrams one recvmmsg reads: the receiver's poll
+// per duty cycle (a Recv asking for more loops); sendBatch is the most one
+// sendmmsg writes, the sender's datagrams per duty.
+const (
+	recvBatch = 32
+	sendBatch = 16
+)
 
-type datagram struct {
-	buf  []byte
-	n    int
-	from netip.AddrPort
-}
-
-// transport is one socket. A reader goroutine blocks in the kernel and
-// hands datagrams to the owning agent through a ring of preallocated
-// buffers, because the net package offers no non-blocking read: Recv never
-// blocks and nothing allocates per datagram.
+// transport is one socket, read and written by the owning agent directly
+// with non-blocking recvmmsg/sendmmsg (aeron_udp_channel_transport_recvmmsg
+// and _send): no reader goroutine, no queue, and nothing allocates per
+// datagram. The receive buffers take the largest UDP payload, since a peer
+// may send with a larger MTU than ours.
 type transport struct {
 	m       *Media
 	conn    *net.UDPConn
 	connect netip.AddrPort
+	local   string
 	rcvbuf  int
-	full    chan *datagram
-	free    chan *datagram
-	done    chan struct{}
-	once    sync.Once
-	rng     *rand.Rand // loss generator, used by the owning agent only
-	rrng    *rand.Rand
-	rmu     sync.Mutex
-	orng    *rand.Rand // receive reorder/duplicate, used by readLoop only
+	rb, sb  *sys.MsgBatch
+	rbufs   [][]byte
+	one     [][]byte   // a one-datagram batch for the loss generator's path
+	rng     *rand.Rand // send loss generator
+	rrng    *rand.Rand // receive loss generator
+	orng    *rand.Rand // receive reorder/duplicate
+	// receive side reordering: one datagram held back, delivered after the next
+	recvHeld     []byte
+	recvHeldFrom netip.AddrPort
+	recvHeldLive bool
 	// send side reordering: one datagram held back, sent after the next
 	sendHeld     []byte
 	sendHeldTo   netip.AddrPort
 	sendHeldLive bool
+	closed       atomic.Bool
 }
 
-func (t *transport) readLoop() {
-	var held *datagram // receive reordering: delivered after the next datagram
-	for {
-		var d *datagram
-		select {
-		case d = <-t.free:
-		case <-t.done:
-			return
+func newTransport(m *Media, conn *net.UDPConn, connect netip.AddrPort, p driver.TransportParams) (*transport, error) {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("udp: %s: %w", conn.LocalAddr(), err)
+	}
+	rb, err := sys.NewMsgBatch(rc, recvBatch)
+	if err != nil {
+		return nil, fmt.Errorf("udp: %s: %w", conn.LocalAddr(), err)
+	}
+	sb, err := sys.NewMsgBatch(rc, sendBatch)
+	if err != nil {
+		return nil, fmt.Errorf("udp: %s: %w", conn.LocalAddr(), err)
+	}
+	const maxPayload = 65535 - 8 - 20 // the largest IPv4 UDP payload; bigger is truncated
+	bufLen := max(p.MTU, maxPayload)
+	t := &transport{m: m, conn: conn, connect: connect, local: conn.LocalAddr().String(), rcvbuf: p.SocketRcvbuf,
+		rb: rb, sb: sb, rbufs: make([][]byte, recvBatch), one: make([][]byte, 1)}
+	for i := range t.rbufs {
+		t.rbufs[i] = make([]byte, bufLen)
+	}
+	if l := m.loss; l.Enabled() {
+		seq := m.n.Add(1)
+		t.rng = rand.New(rand.NewPCG(l.Seed, seq))
+		t.rrng = rand.New(rand.NewPCG(l.Seed^0x9e3779b97f4a7c15, seq))
+		t.orng = rand.New(rand.NewPCG(l.Seed^0x5bd1e995, seq))
+		if l.SendReorderRate > 0 {
+			t.sendHeld = make([]byte, 0, bufLen)
 		}
-		n, from, err := t.conn.ReadFromUDPAddrPort(d.buf)
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			t.free <- d
-			continue
-		}
-		if t.dropOnReceive(d.buf[:n]) {
-			t.free <- d
-			continue
-		}
-		d.n, d.from = n, from
-		if t.orng != nil && isData(d.buf[:n]) {
-			l := &t.m.loss
-			if l.ReceiveDuplicateRate > 0 && t.orng.Float64() < l.ReceiveDuplicateRate {
-				select {
-				case dup := <-t.free:
-					dup.n, dup.from = copy(dup.buf, d.buf[:n]), from
-					t.full <- dup
-					t.m.Duplicated.Add(1)
-				default: // no buffer free: no duplicate this time
-				}
-			}
-			if held == nil && l.ReceiveReorderRate > 0 && t.orng.Float64() < l.ReceiveReorderRate {
-				held = d
-				t.m.Reordered.Add(1)
-				continue
-			}
-		}
-		t.full <- d
-		if held != nil {
-			t.full <- held
-			held = nil
+		if l.ReceiveReorderRate > 0 {
+			t.recvHeld = make([]byte, 0, bufLen)
 		}
 	}
+	return t, nil
 }
 
 // isData: the loss generator drops DATA datagrams only (not heartbeats or
@@ -230,35 +213,52 @@ func isData(b []byte) bool {
 		int32(uint32(b[0])|uint32(b[1])<<8|uint32(b[2])<<16|uint32(b[3])<<24) > 0
 }
 
-func (t *transport) dropOnReceive(b []byte) bool {
-	if t.m.loss.ReceiveRate <= 0 || !isData(b) {
-		return false
-	}
-	t.rmu.Lock()
-	if t.rrng == nil {
-		t.rrng = rand.New(rand.NewPCG(t.m.loss.Seed^0x9e3779b97f4a7c15, t.m.n.Load()))
-	}
-	drop := t.rrng.Float64() < t.m.loss.ReceiveRate
-	t.rmu.Unlock()
-	if drop {
-		t.m.Dropped.Add(1)
-	}
-	return drop
-}
-
+// Send sends datagrams to dest (the connected peer when invalid), up to
+// sendBatch per sendmmsg. A full socket buffer ends it early without an
+// error: the count is then a short send for the sender to retry.
 func (t *transport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error) {
 	if !dest.IsValid() {
 		dest = t.connect
 	}
+	if t.rng != nil {
+		return t.sendWithLoss(dest, datagrams)
+	}
+	sent := 0
+	for sent < len(datagrams) {
+		chunk := datagrams[sent:min(len(datagrams), sent+sendBatch)]
+		n, err := t.sb.Send(dest, chunk)
+		sent += n
+		if err != nil {
+			return sent, fmt.Errorf("udp: send from %s: %w", t.local, err)
+		}
+		if n < len(chunk) {
+			break
+		}
+	}
+	return sent, nil
+}
+
+func (t *transport) sendOne(dest netip.AddrPort, d []byte) (int, error) {
+	t.one[0] = d
+	n, err := t.sb.Send(dest, t.one)
+	t.one[0] = nil
+	if err != nil {
+		return n, fmt.Errorf("udp: send from %s: %w", t.local, err)
+	}
+	return n, nil
+}
+
+// sendWithLoss is Send through the loss generator, one datagram at a time.
+func (t *transport) sendWithLoss(dest netip.AddrPort, datagrams [][]byte) (int, error) {
 	for i, d := range datagrams {
-		if t.rng != nil && isData(d) {
+		if isData(d) {
 			l := &t.m.loss
 			if l.SendRate > 0 && t.rng.Float64() < l.SendRate {
 				t.m.Dropped.Add(1)
 				continue
 			}
 			if l.SendDuplicateRate > 0 && t.rng.Float64() < l.SendDuplicateRate {
-				if _, err := t.conn.WriteToUDPAddrPort(d, dest); err == nil {
+				if n, err := t.sendOne(dest, d); err == nil && n == 1 {
 					t.m.Duplicated.Add(1)
 				}
 			}
@@ -269,45 +269,82 @@ func (t *transport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error) {
 				continue
 			}
 		}
-		if _, err := t.conn.WriteToUDPAddrPort(d, dest); err != nil {
-			return i, fmt.Errorf("udp: send to %s: %w", dest, err)
+		if n, err := t.sendOne(dest, d); err != nil || n == 0 {
+			return i, err
 		}
 		if t.sendHeldLive {
 			t.sendHeldLive = false
-			_, _ = t.conn.WriteToUDPAddrPort(t.sendHeld, t.sendHeldTo)
+			_, _ = t.sendOne(t.sendHeldTo, t.sendHeld)
 		}
 	}
 	return len(datagrams), nil
 }
 
+// Recv reads up to maxN datagrams with recvmmsg, recvBatch at a time, and
+// hands each to fn; it never blocks.
 func (t *transport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
-	n := 0
-	for n < maxN {
-		select {
-		case d := <-t.full:
-			fn(t, d.buf[:d.n], d.from, 0)
-			t.free <- d
-			n++
-		default:
-			return n, nil
+	total := 0
+	for total < maxN {
+		want := min(maxN-total, recvBatch)
+		k, err := t.rb.Recv(t.rbufs[:want])
+		if err != nil {
+			return total, fmt.Errorf("udp: receive on %s: %w", t.local, err)
+		}
+		for i := range k {
+			b, from := t.rbufs[i][:t.rb.Len(i)], t.rb.From(i)
+			if t.orng != nil {
+				t.deliverWithLoss(fn, b, from)
+			} else {
+				fn(t, b, from, 0)
+			}
+		}
+		total += k
+		if k < want {
+			break
 		}
 	}
-	return n, nil
+	return total, nil
+}
+
+// deliverWithLoss is the receive side of the loss generator: drop,
+// duplicate, or hold back until the next datagram (reorder).
+func (t *transport) deliverWithLoss(fn driver.RecvFunc, b []byte, from netip.AddrPort) {
+	l := &t.m.loss
+	if isData(b) {
+		if l.ReceiveRate > 0 && t.rrng.Float64() < l.ReceiveRate {
+			t.m.Dropped.Add(1)
+			return
+		}
+		if l.ReceiveDuplicateRate > 0 && t.orng.Float64() < l.ReceiveDuplicateRate {
+			fn(t, b, from, 0)
+			t.m.Duplicated.Add(1)
+		}
+		if !t.recvHeldLive && l.ReceiveReorderRate > 0 && len(b) <= cap(t.recvHeld) && t.orng.Float64() < l.ReceiveReorderRate {
+			t.recvHeld = append(t.recvHeld[:0], b...)
+			t.recvHeldFrom, t.recvHeldLive = from, true
+			t.m.Reordered.Add(1)
+			return
+		}
+	}
+	fn(t, b, from, 0)
+	if t.recvHeldLive {
+		t.recvHeldLive = false
+		fn(t, t.recvHeld, t.recvHeldFrom, 0)
+	}
 }
 
 func (t *transport) Reconnect(dest netip.AddrPort) error { t.connect = dest; return nil }
 
 func (t *transport) SocketRcvbuf() (int, error) { return t.rcvbuf, nil }
 
-func (t *transport) LocalAddr() string { return t.conn.LocalAddr().String() }
+func (t *transport) LocalAddr() string { return t.local }
 
 func (t *transport) Binding() string { return "udp" }
 
+// Close closes the socket; a second Close does nothing.
 func (t *transport) Close() error {
-	var err error
-	t.once.Do(func() {
-		close(t.done)
-		err = t.conn.Close()
-	})
-	return err
+	if t.closed.Swap(true) {
+		return nil
+	}
+	return t.conn.Close()
 }
