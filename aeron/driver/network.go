@@ -171,6 +171,33 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 			_ = t.Close()
 			return err
 		}
+		if r, ok := t.(MemoryRegistrar); ok {
+			// Frames go out straight from the term buffer, so a posted
+			// send must never read bytes the conductor has cleaned since
+			// (the publisher writes only cleaned bytes, so cleaning is the
+			// one hazard). clean() zeroes position x only once snd-pos >
+			// x + termLength. A send is posted from position x >= S -
+			// termLength/2 - maxMessage >= S - 5/8 termLength (a
+			// retransmit, onNak's bound; fresh data has x = S) when the
+			// sender position is S, so it is safe until the sender
+			// advances 3/8 termLength past S. While it is outstanding, the
+			// transport posts at most max(maxInFlight, mtu) <= termLength/8
+			// bytes from the log (mtu <= termLength/8 is checked above);
+			// the sender advances by what it posts plus padding, and at
+			// most one padding frame (< maxMessage + headers, about
+			// termLength/8) fits in any span shorter than a term. So the
+			// sender moves at most about termLength/4 < 3/8 termLength
+			// before the send completes. (A spy-simulated jump of the
+			// sender position happens only after the connection timeout
+			// without status messages, long after a datagram send
+			// completed.)
+			rel, err := r.RegisterMemory(pub.log.Bytes(), int(pub.termLength/16))
+			if err != nil {
+				c.recordError(cnc.ErrorCodeGenericError, fmt.Sprintf("%s: term buffers not registered, frames are copied: %v", cmd.Channel, err))
+			} else {
+				pub.unregister = rel
+			}
+		}
 		if mdc {
 			pub.mdc = &destinationTracker{manual: manual}
 		}

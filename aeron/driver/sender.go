@@ -40,9 +40,12 @@ type networkPublication struct {
 	state               pubState
 	refCount            int
 
-	t     Transport
-	dest  netip.AddrPort
-	media uri.Media
+	t Transport
+	// unregister releases the log's registration with t's device
+	// (MemoryRegistrar); nil when t copies every frame
+	unregister func() error
+	dest       netip.AddrPort
+	media      uri.Media
 	// fc is unicast max until addNetworkPublication picks the channel's
 	// strategy, before the sender gets the publication; then the sender's.
 	fc flowControl
@@ -99,6 +102,7 @@ type networkPublication struct {
 	ttl       int32             // multicast ttl=, in SETUP
 	rcvWindow int64             // the receiver window retransmit lengths are capped in
 	sendBatch [][]byte
+	advance   [maxDatagramsPerSendDuty]int64 // sendData: position advance of each datagram in sendBatch
 	ctl       [protocol.SetupHeaderLength]byte
 	hb        [protocol.DataHeaderLength]byte
 	recvFn    RecvFunc
@@ -382,22 +386,56 @@ func (p *networkPublication) sendTo(c *sender, dest netip.AddrPort, b []byte) {
 // sendData sends up to maxDatagramsPerSendDuty datagrams of whole frames
 // from the sender position, within the sender limit
 // (aeron_network_publication_send_data).
+//
+// A unicast publication hands all the datagrams it found to one Send (a
+// medium posts them as one batch: sendmmsg, or one verbs post list and
+// doorbell) and advances over those the medium took; a short send leaves
+// the rest for the next duty. Multi-destination-cast sends each datagram
+// to every destination, one at a time as before.
 func (p *networkPublication) sendData(c *sender) int {
 	sent := 0
+	pos := p.senderPosition
+	p.sendBatch = p.sendBatch[:0]
 	for sent < maxDatagramsPerSendDuty {
-		avail := p.senderLimit - p.senderPosition
+		avail := p.senderLimit - pos
 		if avail <= 0 {
 			break
 		}
-		idx := logbuffer.IndexByPosition(p.senderPosition, p.positionBitsToShift)
-		off := int32(p.senderPosition & (p.termLength - 1))
+		idx := logbuffer.IndexByPosition(pos, p.positionBitsToShift)
+		off := int32(pos & (p.termLength - 1))
 		n, pad := logbuffer.ScanForAvailability(p.log.Term(idx), off, int32(min(avail, int64(p.params.mtu))))
 		if n <= 0 {
 			break
 		}
-		p.sendOne(c, p.log.Term(idx)[off:off+n])
-		p.senderPosition += int64(n + pad)
+		d := p.log.Term(idx)[off : off+n]
+		if p.mdc != nil {
+			p.sendOne(c, d)
+			p.senderPosition += int64(n + pad)
+		} else {
+			p.sendBatch = append(p.sendBatch, d)
+			p.advance[sent] = int64(n + pad)
+		}
+		pos += int64(n + pad)
 		sent++
+	}
+	if p.mdc == nil && sent > 0 {
+		k, err := p.t.Send(p.dest, p.sendBatch)
+		if err != nil {
+			c.sys[sysErrors].Add(1)
+			if k == 0 {
+				// as sendTo: the datagrams count as sent (lost on the
+				// way, recovered by NAKs), so a failing medium cannot
+				// stall the publication
+				k = sent
+			}
+		}
+		for i := range p.sendBatch[:k] {
+			c.sys[sysBytesSent].Add(int64(len(p.sendBatch[i])))
+			p.senderPosition += p.advance[i]
+		}
+		clear(p.sendBatch)
+		p.sendBatch = p.sendBatch[:0]
+		sent = k
 	}
 	if sent > 0 {
 		p.sndPos.Store(p.senderPosition)
@@ -537,6 +575,14 @@ func (p *networkPublication) close(c *conductor) {
 		p.log.Metadata().SetIsConnected(false)
 	}
 	free := func() {
+		if p.unregister != nil {
+			// the sender let go of the transport: no more posts, wait
+			// for the ones in flight to complete before the log goes
+			if err := p.unregister(); err != nil {
+				c.recordError(cnc.ErrorCodeGenericError, fmt.Sprintf("publication %d: release registered log: %v", p.regID, err))
+			}
+			p.unregister = nil
+		}
 		if p.t != nil {
 			_ = p.t.Close()
 		}

@@ -114,6 +114,10 @@ func TestIBAndUDPLoopback(t *testing.T) {
 	require.Zero(t, m.RecvErrors.Load(), "receive completions in error")
 	require.Zero(t, m.SendErrors.Load(), "send completions in error")
 	require.Zero(t, m.Unresolved.Load(), "datagrams without a peer")
+	// the publication's log was registered and its frames left from it
+	require.Zero(t, m.RegisterErrors.Load(), "term buffers not registered")
+	require.Positive(t, m.ZeroCopy.Load(), "no frame was posted from the term buffer")
+	t.Logf("ib datagrams: %d from the term buffer, %d inline, %d copied", m.ZeroCopy.Load(), m.Inline.Load(), m.Copied.Load())
 
 	f, err := cnc.Open(d.Dir())
 	require.NoError(t, err)
