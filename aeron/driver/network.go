@@ -89,7 +89,23 @@ func (c *conductor) transportParams(u *uri.ChannelURI, mtu int) TransportParams 
 	if v, ok := u.Int(uri.KeyTTL); ok {
 		p.MulticastTTL = int(v)
 	}
+	p.MediaTimestamps = u.Has(uri.KeyMediaRcvTimestampOffset)
 	return p
+}
+
+// mediaTimestampOffset is where a subscription's media-rcv-ts-offset puts
+// the media receive timestamp of a data frame: the frame's reserved value
+// (mediaTSReserved), an offset into its payload, or nowhere (-1).
+func mediaTimestampOffset(u *uri.ChannelURI) int {
+	v, ok := u.Get(uri.KeyMediaRcvTimestampOffset)
+	switch {
+	case !ok:
+		return -1
+	case v == uri.TimestampReserved:
+		return mediaTSReserved
+	}
+	n, _ := u.Int(uri.KeyMediaRcvTimestampOffset) // aeron/uri checked it
+	return int(n)
 }
 
 func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.PublicationCommand, u *uri.ChannelURI, exclusive bool) error {
@@ -326,6 +342,7 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 		}
 		e = newReceiveEndpoint(key, t)
 		e.channel, e.rcvWnd, e.soRcvbuf, e.soSndbuf = cmd.Channel, rcvWnd, bufs.SocketRcvbuf, bufs.SocketSndbuf
+		e.mediaTSOffset = mediaTimestampOffset(u)
 		if err := e.setGroupTag(u, c.cfg.Network); err != nil {
 			_ = t.Close()
 			return err

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -58,12 +59,15 @@ type receiveEndpoint struct {
 	channel            string
 	rcvWnd             int64
 	soRcvbuf, soSndbuf int
-	lastControlNs      map[int32]int64 // stream -> last registration SM
-	groupTag           int64
-	hasGroupTag        bool
-	reliable           bool
-	group              int8
-	multicastDelay     optimalDelay
+	// mediaTSOffset: where media-rcv-ts-offset puts the medium's receive
+	// timestamp in a data frame (mediaTimestampOffset); -1 nowhere
+	mediaTSOffset  int
+	lastControlNs  map[int32]int64 // stream -> last registration SM
+	groupTag       int64
+	hasGroupTag    bool
+	reliable       bool
+	group          int8
+	multicastDelay optimalDelay
 	// the unicast NAK delay and retry delay (nak-delay=, AERON_NAK_UNICAST_DELAY
 	// x AERON_NAK_UNICAST_RETRY_DELAY_RATIO)
 	nakDelayNs, nakRetryNs int64
@@ -93,7 +97,7 @@ type receiveEndpoint struct {
 func newReceiveEndpoint(key string, t Transport) *receiveEndpoint {
 	// one receiver id per endpoint, as the C driver's endpoint->receiver_id:
 	// a multi-destination-cast sender tracks receivers by it
-	e := &receiveEndpoint{key: key, t: t, receiverID: rand.Int64(), pendingSetup: map[[2]int32]int64{}, lastControlNs: map[int32]int64{}, creating: map[[2]int32]int64{}, batch: make([][]byte, 1)}
+	e := &receiveEndpoint{key: key, t: t, receiverID: rand.Int64(), pendingSetup: map[[2]int32]int64{}, lastControlNs: map[int32]int64{}, creating: map[[2]int32]int64{}, batch: make([][]byte, 1), mediaTSOffset: -1}
 	e.recvFn = e.onDatagram
 	return e
 }
@@ -227,7 +231,7 @@ func (e *receiveEndpoint) sendTo(r *receiver, dest netip.AddrPort, b []byte) {
 // onDatagram is the receive path (aeron_receive_channel_endpoint_dispatch,
 // aeron_data_packet_dispatcher): anything malformed is dropped and counted
 // as an invalid packet.
-func (e *receiveEndpoint) onDatagram(_ Transport, buf []byte, from netip.AddrPort, _ int64) {
+func (e *receiveEndpoint) onDatagram(_ Transport, buf []byte, from netip.AddrPort, mediaTimestampNs int64) {
 	r := e.r
 	r.sys[sysBytesReceived].Add(int64(len(buf)))
 	f, err := protocol.NextFrame(buf, 0)
@@ -249,6 +253,9 @@ func (e *receiveEndpoint) onDatagram(_ Transport, buf []byte, from netip.AddrPor
 			}
 			return
 		}
+		if mediaTimestampNs != 0 && e.mediaTSOffset >= 0 {
+			setTimestamp(buf, int(f.Header.FrameLength), e.mediaTSOffset, mediaTimestampNs)
+		}
 		im.onData(r, &h, buf, from)
 	case protocol.TypeSetup:
 		var s protocol.Setup
@@ -262,6 +269,26 @@ func (e *receiveEndpoint) onDatagram(_ Transport, buf []byte, from netip.AddrPor
 		// which ibgo does not offer yet; replies are ignored.
 	default:
 		r.sys[sysInvalidPackets].Add(1)
+	}
+}
+
+// mediaTSReserved is the media-rcv-ts-offset=reserved offset: the data
+// header's reserved value (AERON_UDP_CHANNEL_RESERVED_VALUE_OFFSET).
+const mediaTSReserved = math.MinInt32
+
+// setTimestamp writes ts into the first frame of a received datagram (the
+// C driver's aeron_timestamps_set_timestamp): into the reserved value, or
+// at offset into the payload when the frame has room for 8 bytes there.
+func setTimestamp(buf []byte, frameLength, offset int, ts int64) {
+	if offset == mediaTSReserved {
+		if len(buf) >= protocol.DataHeaderLength {
+			binary.LittleEndian.PutUint64(buf[24:], uint64(ts))
+		}
+		return
+	}
+	at := protocol.DataHeaderLength + offset
+	if at+8 <= min(frameLength, len(buf)) {
+		binary.LittleEndian.PutUint64(buf[at:], uint64(ts))
 	}
 }
 

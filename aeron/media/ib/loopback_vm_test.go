@@ -157,3 +157,40 @@ func TestIBPublicationBeforeSubscription(t *testing.T) {
 	_, err = c.AddPublication(context.Background(), "aeron:ib?endpoint="+vm.IP+":24575|ib-qp=rc", 1001)
 	require.ErrorContains(t, err, "ib-qp=rc is not implemented by this driver yet")
 }
+
+// TestIBMediaTimestamp: with media-rcv-ts-offset=reserved every message
+// arrives with the software receive time of its datagram in the frame's
+// reserved value (rxe has no completion timestamps).
+func TestIBMediaTimestamp(t *testing.T) {
+	vm := testutil.OneNode(t)
+	cfg := driver.DefaultConfig()
+	cfg.Dir = filepath.Join(t.TempDir(), "aeron")
+	cfg.TermBufferLength = 1 << 20
+	cfg.TimerInterval = 50 * time.Millisecond
+	d, err := driver.Start(cfg, driver.WithMedia(ib.New()))
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	c, err := client.Connect(context.Background(), client.Options{Dir: d.Dir(), IdleSleep: 100 * time.Microsecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+
+	start := time.Now().UnixNano()
+	s := newStream(t, c, "aeron:ib?endpoint="+vm.IP+":24579|mtu=1024|media-rcv-ts-offset=reserved", 64, false)
+	var stamps []int64
+	inner := s.fh
+	s.fh = func(payload []byte, h *logbuffer.Header) {
+		stamps = append(stamps, h.ReservedValue())
+		inner(payload, h)
+	}
+	msg := make([]byte, 64)
+	end := time.Now().Add(deadline)
+	for s.next < 1000 {
+		require.False(t, time.Now().After(end), "timed out: sent %d got %d", s.sent, s.next)
+		s.step(1000, msg)
+	}
+	stop := time.Now().UnixNano()
+	require.Len(t, stamps, 1000)
+	for i, ts := range stamps {
+		require.True(t, ts >= start && ts <= stop, "message %d: media timestamp %d not within the run [%d, %d]", i, ts, start, stop)
+	}
+}
