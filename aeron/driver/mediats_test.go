@@ -27,11 +27,22 @@ func TestMediaTimestampOffset(t *testing.T) {
 	}
 
 	frame := make([]byte, protocol.DataHeaderLength+24)
-	setTimestamp(frame, len(frame), mediaTSReserved, 1234)
+	h := protocol.DataHeader{FrameHeader: protocol.FrameHeader{FrameLength: int32(len(frame)), Type: protocol.TypeData, Flags: protocol.FlagsUnfragmented}}
+	_, err := h.Encode(frame)
+	require.NoError(t, err)
+	setTimestamp(frame, mediaTSReserved, 1234)
 	require.Equal(t, uint64(1234), binary.LittleEndian.Uint64(frame[24:]))
-	setTimestamp(frame, len(frame), 16, 5678)
+	setTimestamp(frame, 16, 5678)
 	require.Equal(t, uint64(5678), binary.LittleEndian.Uint64(frame[protocol.DataHeaderLength+16:]))
 	before := append([]byte(nil), frame...)
-	setTimestamp(frame, len(frame), 17, 9) // 17+8 > 24 bytes of payload: no room
+	setTimestamp(frame, 17, 9) // 17+8 > 24 bytes of payload: no room
 	require.Equal(t, before, frame)
+	frame[5] = protocol.FlagEnd // a message's last fragment: not stamped
+	setTimestamp(frame, mediaTSReserved, 42)
+	require.Equal(t, uint64(1234), binary.LittleEndian.Uint64(frame[24:]))
+	hb := make([]byte, protocol.DataHeaderLength) // a heartbeat (frame length 0): not stamped
+	h.FrameLength = 0
+	_, _ = h.Encode(hb)
+	setTimestamp(hb, mediaTSReserved, 42)
+	require.Zero(t, binary.LittleEndian.Uint64(hb[24:]))
 }

@@ -254,7 +254,7 @@ func (e *receiveEndpoint) onDatagram(_ Transport, buf []byte, from netip.AddrPor
 			return
 		}
 		if mediaTimestampNs != 0 && e.mediaTSOffset >= 0 {
-			setTimestamp(buf, int(f.Header.FrameLength), e.mediaTSOffset, mediaTimestampNs)
+			setTimestamp(buf, e.mediaTSOffset, mediaTimestampNs)
 		}
 		im.onData(r, &h, buf, from)
 	case protocol.TypeSetup:
@@ -276,18 +276,23 @@ func (e *receiveEndpoint) onDatagram(_ Transport, buf []byte, from netip.AddrPor
 // header's reserved value (AERON_UDP_CHANNEL_RESERVED_VALUE_OFFSET).
 const mediaTSReserved = math.MinInt32
 
-// setTimestamp writes ts into the first frame of a received datagram (the
-// C driver's aeron_timestamps_set_timestamp): into the reserved value, or
-// at offset into the payload when the frame has room for 8 bytes there.
-func setTimestamp(buf []byte, frameLength, offset int, ts int64) {
+// setTimestamp writes ts into the first frame of a received datagram, if
+// that frame begins a message (aeron_timestamps_set_timestamp: DATA, begin
+// flag, not a heartbeat): into its reserved value, or at offset into its
+// payload when both the datagram and the frame have room for 8 bytes
+// there. Other frames of the datagram keep what the publisher wrote.
+func setTimestamp(buf []byte, offset int, ts int64) {
+	var fh protocol.FrameHeader
+	if len(buf) < protocol.DataHeaderLength || fh.Decode(buf) != nil || fh.Type != protocol.TypeData ||
+		fh.Flags&protocol.FlagBegin == 0 || fh.FrameLength == 0 {
+		return
+	}
 	if offset == mediaTSReserved {
-		if len(buf) >= protocol.DataHeaderLength {
-			binary.LittleEndian.PutUint64(buf[24:], uint64(ts))
-		}
+		binary.LittleEndian.PutUint64(buf[24:], uint64(ts))
 		return
 	}
 	at := protocol.DataHeaderLength + offset
-	if at+8 <= min(frameLength, len(buf)) {
+	if at+8 <= min(int(fh.FrameLength), len(buf)) {
 		binary.LittleEndian.PutUint64(buf[at:], uint64(ts))
 	}
 }

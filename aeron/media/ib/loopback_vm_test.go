@@ -158,9 +158,9 @@ func TestIBPublicationBeforeSubscription(t *testing.T) {
 	require.ErrorContains(t, err, "ib-qp=rc is not implemented by this driver yet")
 }
 
-// TestIBMediaTimestamp: with media-rcv-ts-offset=reserved every message
-// arrives with the software receive time of its datagram in the frame's
-// reserved value (rxe has no completion timestamps).
+// TestIBMediaTimestamp: with media-rcv-ts-offset=reserved the first
+// message of each datagram arrives with the software receive time of the
+// datagram in its reserved value (rxe has no completion timestamps).
 func TestIBMediaTimestamp(t *testing.T) {
 	vm := testutil.OneNode(t)
 	cfg := driver.DefaultConfig()
@@ -190,7 +190,15 @@ func TestIBMediaTimestamp(t *testing.T) {
 	}
 	stop := time.Now().UnixNano()
 	require.Len(t, stamps, 1000)
+	// the first message of each datagram carries it (as the C driver
+	// stamps), the others keep the publisher's reserved value 0
+	stamped := 0
 	for i, ts := range stamps {
-		require.True(t, ts >= start && ts <= stop, "message %d: media timestamp %d not within the run [%d, %d]", i, ts, start, stop)
+		if ts != 0 {
+			stamped++
+			require.True(t, ts >= start && ts <= stop, "message %d: media timestamp %d not within the run [%d, %d]", i, ts, start, stop)
+		}
 	}
+	require.NotZero(t, stamped, "no message carries a media receive timestamp")
+	t.Logf("%d of 1000 messages first in their datagram and stamped", stamped)
 }
