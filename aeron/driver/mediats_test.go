@@ -26,9 +26,17 @@ func TestMediaTimestampOffset(t *testing.T) {
 		require.Equal(t, want != -1, c.transportParams(u, 1408).MediaTimestamps, ch)
 	}
 
+	// aeron:udp gives no receive timestamps yet: refused there, not ignored
+	u, err := uri.Parse("aeron:udp?endpoint=10.0.0.1:4000|media-rcv-ts-offset=reserved")
+	require.NoError(t, err)
+	require.ErrorContains(t, checkNetworkChannel(u, "udp"), "'media-rcv-ts-offset' is not supported on aeron:udp")
+	u, err = uri.Parse("aeron:ib?endpoint=10.0.0.1:4000|media-rcv-ts-offset=reserved")
+	require.NoError(t, err)
+	require.NoError(t, checkNetworkChannel(u, "ib"))
+
 	frame := make([]byte, protocol.DataHeaderLength+24)
 	h := protocol.DataHeader{FrameHeader: protocol.FrameHeader{FrameLength: int32(len(frame)), Type: protocol.TypeData, Flags: protocol.FlagsUnfragmented}}
-	_, err := h.Encode(frame)
+	_, err = h.Encode(frame)
 	require.NoError(t, err)
 	setTimestamp(frame, mediaTSReserved, 1234)
 	require.Equal(t, uint64(1234), binary.LittleEndian.Uint64(frame[24:]))

@@ -23,10 +23,14 @@ var udpSupportedKeys = map[string]bool{
 	uri.KeyControl: true, uri.KeyControlMode: true, uri.KeyReceiverWindow: true,
 }
 
+// ibOnlyKeys are honoured on aeron:ib alone: media-rcv-ts-offset needs a
+// medium that gives receive timestamps, and the udp binding gives none yet.
+var ibOnlyKeys = map[string]bool{uri.KeyIBQueuePair: true, uri.KeyMediaRcvTimestampOffset: true}
+
 // checkNetworkChannel refuses what the network slice does not do yet.
 func checkNetworkChannel(u *uri.ChannelURI, channel string) error {
 	for _, p := range u.Params {
-		if !udpSupportedKeys[p.Key] && (p.Key != uri.KeyIBQueuePair || u.Media != uri.MediaIB) {
+		if !udpSupportedKeys[p.Key] && (!ibOnlyKeys[p.Key] || u.Media != uri.MediaIB) {
 			return fail(cnc.ErrorCodeInvalidChannel, "%s: parameter '%s' is not supported on aeron:%s by this driver yet", channel, p.Key, u.Media)
 		}
 	}
