@@ -253,7 +253,7 @@ func (e *receiveEndpoint) onDatagram(_ Transport, buf []byte, from netip.AddrPor
 			}
 			return
 		}
-		if mediaTimestampNs != 0 && e.mediaTSOffset >= 0 {
+		if mediaTimestampNs != 0 && e.mediaTSOffset != -1 {
 			setTimestamp(buf, e.mediaTSOffset, mediaTimestampNs)
 		}
 		im.onData(r, &h, buf, from)
