@@ -37,6 +37,11 @@ func (t *transport) RegisterMemory(b []byte, maxInFlight int) (func() error, err
 	if len(b) == 0 {
 		return nil, errors.New("ib: register memory: empty buffer")
 	}
+	// The likeliest refusal, checked now so the driver records it in its
+	// error log with the fix; the frames are then copied.
+	if err := uverbs.CheckMemlock(len(b)); err != nil {
+		return nil, fmt.Errorf("ib: register a publication log of %d bytes: %w", len(b), err)
+	}
 	r := &memReg{b: b, budget: max(maxInFlight, 1)}
 	t.regs = append(t.regs, r)
 	t.regsPending = true
