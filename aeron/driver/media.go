@@ -69,7 +69,9 @@ type Transport interface {
 // frame from the publication's term buffer with a scatter/gather entry).
 // The driver registers a network publication's whole log once, before the
 // sender agent gets the publication, if its transport implements this;
-// media without it (udp) are unaffected.
+// media without it (udp) are unaffected. Like the rest of a Transport,
+// neither RegisterMemory nor release may run concurrently with its other
+// methods: the driver calls them only while no agent uses the transport.
 type MemoryRegistrar interface {
 	// RegisterMemory registers b (the publication's mapped log). A datagram
 	// given to Send that lies inside b may then still be read by the device
