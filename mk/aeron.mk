@@ -7,6 +7,9 @@
 #   make bench-aeron BENCH_AERON_MEDIA=udp
 #                                        the same over aeron:udp on loopback,
 #                                        2 MiB socket buffers and window
+#   make bench-ib-vm                     aeron:ib UD, aeron:udp and aeron:ib RC
+#                                        side by side in the soft-RoCE guest,
+#                                        ratios to aeron:udp (docs/perf.md)
 #
 # AERON_C_BIN is a directory with a build of Aeron's C driver and samples.
 # Nothing of Aeron is part of this repository: build it yourself from Aeron's
@@ -21,7 +24,7 @@ BENCH_AERON_ROUNDS ?= 3
 BENCH_AERON_MESSAGES ?= 10000000
 BENCH_AERON_MEDIA ?= ipc
 
-.PHONY: interop-aeron bench-aeron
+.PHONY: interop-aeron bench-aeron bench-ib-vm
 
 define AERON_C_BIN_HELP
 interop-aeron: FAIL: AERON_C_BIN is not set.
@@ -45,3 +48,13 @@ bench-aeron:
 	@mkdir -p bin
 	$(GO) build -o bin/ibgo ./cmd/ibgo
 	ROUNDS=$(BENCH_AERON_ROUNDS) MESSAGES=$(BENCH_AERON_MESSAGES) MEDIA=$(BENCH_AERON_MEDIA) hwtest/aeron-bench.sh bin/ibgo "$(AERON_C_BIN)"
+
+## bench-ib-vm: in the soft-RoCE VM, 256-byte Aeron throughput and ping-pong over aeron:ib UD, aeron:udp and
+## aeron:ib RC (same MTU and window, same run), ratios to aeron:udp; BENCH_ROUNDS=3 BENCH_MESSAGES=200000
+## BENCH_PINGS=2000 BENCH_MTU=4096 BENCH_WINDOW=2m BENCH_IB_CHANNELS='NAME:MEDIA:|extra ...';
+## BENCH_TOPO=two runs it across two guests (bench-ib-two.sh: node 2 subscribes and pongs)
+bench-ib-vm:
+	$(VM) run -kernel $(KERNEL) $(if $(filter two,$(BENCH_TOPO)),-topo two) -env BENCH_ROUNDS=$(or $(BENCH_ROUNDS),3) $(if $(BENCH_MESSAGES),-env BENCH_MESSAGES=$(BENCH_MESSAGES)) \
+		$(if $(BENCH_PINGS),-env BENCH_PINGS=$(BENCH_PINGS)) $(if $(BENCH_MTU),-env BENCH_MTU=$(BENCH_MTU)) \
+		$(if $(BENCH_WINDOW),-env BENCH_WINDOW=$(BENCH_WINDOW)) $(if $(BENCH_IB_CHANNELS),-env 'BENCH_IB_CHANNELS=$(BENCH_IB_CHANNELS)') \
+		-script hwtest/vm/$(if $(filter two,$(BENCH_TOPO)),bench-ib-two.sh,bench-ib-vm.sh)

@@ -91,6 +91,23 @@ func (mr *MR) SGE(off, length int) SGE {
 	return SGE{Addr: mr.iova + uint64(off), Length: uint32(length), LKey: mr.lkey}
 }
 
+// SGEOf returns the scatter/gather entry naming b when b lies wholly
+// inside the region (a slice of the registered buffer, or of the same
+// mapping at the same addresses), and false otherwise. A sender holding
+// slices of registered memory (aeron:ib's term buffers) posts them without
+// a copy this way. It compares addresses only and allocates nothing; not
+// safe to call concurrently with Rereg.
+func (mr *MR) SGEOf(b []byte) (SGE, bool) {
+	if len(b) == 0 || len(mr.buf) == 0 {
+		return SGE{}, false
+	}
+	a, start := sys.Addr(b), sys.Addr(mr.buf)
+	if a < start || a+uint64(len(b)) > start+uint64(len(mr.buf)) {
+		return SGE{}, false
+	}
+	return mr.SGE(int(a-start), len(b)), true
+}
+
 func accessHint(a Access) string {
 	if a&(AccessRemoteWrite|AccessRemoteAtomic) != 0 && a&AccessLocalWrite == 0 {
 		return "REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE too"

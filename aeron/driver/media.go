@@ -66,6 +66,29 @@ type Transport interface {
 	Close() error
 }
 
+// MemoryRegistrar is implemented by a Transport that can send straight
+// from memory registered with its device, without copying (aeron:ib posts a
+// frame from the publication's term buffer with a scatter/gather entry).
+// The driver registers a network publication's whole log once, before the
+// sender agent gets the publication, if its transport implements this;
+// media without it (udp) are unaffected. Like the rest of a Transport,
+// neither RegisterMemory nor release may run concurrently with its other
+// methods: the driver calls them only while no agent uses the transport.
+type MemoryRegistrar interface {
+	// RegisterMemory registers b (the publication's mapped log). A datagram
+	// given to Send that lies inside b may then still be read by the device
+	// after Send returns, until its send completes; the transport keeps at
+	// most maxInFlight bytes of such datagrams posted and not completed
+	// (the driver derives the bound from when it cleans the log; see
+	// addNetworkPublication), and a datagram beyond it is copied as
+	// unregistered memory is. release waits until no posted send reads b
+	// any more, then deregisters it; the driver calls it once the sender
+	// agent no longer uses the transport, before Close. Registration may
+	// happen later than the call (once the medium has a device) and may
+	// fail then: the transport then copies, and counts the failure.
+	RegisterMemory(b []byte, maxInFlight int) (release func() error, err error)
+}
+
 // Media is a network medium: udp, ib (aeron/media/ib), or a test loss
 // generator wrapping another. Implementations are safe for concurrent use
 // by the driver's agents.

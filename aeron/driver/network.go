@@ -26,10 +26,14 @@ var udpSupportedKeys = map[string]bool{
 	uri.KeyUntetheredRestingTimeout: true,
 }
 
+// ibOnlyKeys are honoured on aeron:ib alone: media-rcv-ts-offset needs a
+// medium that gives receive timestamps, and the udp binding gives none yet.
+var ibOnlyKeys = map[string]bool{uri.KeyIBQueuePair: true, uri.KeyMediaRcvTimestampOffset: true}
+
 // checkNetworkChannel refuses what the network slice does not do yet.
 func checkNetworkChannel(u *uri.ChannelURI, channel string) error {
 	for _, p := range u.Params {
-		if !udpSupportedKeys[p.Key] && (p.Key != uri.KeyIBQueuePair || u.Media != uri.MediaIB) {
+		if !udpSupportedKeys[p.Key] && (!ibOnlyKeys[p.Key] || u.Media != uri.MediaIB) {
 			return fail(cnc.ErrorCodeInvalidChannel, "%s: parameter '%s' is not supported on aeron:%s by this driver yet", channel, p.Key, u.Media)
 		}
 	}
@@ -92,7 +96,23 @@ func (c *conductor) transportParams(u *uri.ChannelURI, mtu int) TransportParams 
 	if v, ok := u.Int(uri.KeyTTL); ok {
 		p.MulticastTTL = int(v)
 	}
+	p.MediaTimestamps = u.Has(uri.KeyMediaRcvTimestampOffset)
 	return p
+}
+
+// mediaTimestampOffset is where a subscription's media-rcv-ts-offset puts
+// the media receive timestamp of a data frame: the frame's reserved value
+// (mediaTSReserved), an offset into its payload, or nowhere (-1).
+func mediaTimestampOffset(u *uri.ChannelURI) int {
+	v, ok := u.Get(uri.KeyMediaRcvTimestampOffset)
+	switch {
+	case !ok:
+		return -1
+	case v == uri.TimestampReserved:
+		return mediaTSReserved
+	}
+	n, _ := u.Int(uri.KeyMediaRcvTimestampOffset) // aeron/uri checked it
+	return int(n)
 }
 
 func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.PublicationCommand, u *uri.ChannelURI, exclusive bool) error {
@@ -173,6 +193,33 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 		if err != nil {
 			_ = t.Close()
 			return err
+		}
+		if r, ok := t.(MemoryRegistrar); ok {
+			// Frames go out straight from the term buffer, so a posted
+			// send must never read bytes the conductor has cleaned since
+			// (the publisher writes only cleaned bytes, so cleaning is the
+			// one hazard). clean() zeroes position x only once snd-pos >
+			// x + termLength. A send is posted from position x >= S -
+			// termLength/2 - maxMessage >= S - 5/8 termLength (a
+			// retransmit, onNak's bound; fresh data has x = S) when the
+			// sender position is S, so it is safe until the sender
+			// advances 3/8 termLength past S. While it is outstanding, the
+			// transport posts at most max(maxInFlight, mtu) <= termLength/8
+			// bytes from the log (mtu <= termLength/8 is checked above);
+			// the sender advances by what it posts plus padding, and at
+			// most one padding frame (< maxMessage + headers, about
+			// termLength/8) fits in any span shorter than a term. So the
+			// sender moves at most about termLength/4 < 3/8 termLength
+			// before the send completes. (A spy-simulated jump of the
+			// sender position happens only after the connection timeout
+			// without status messages, long after a datagram send
+			// completed.)
+			rel, err := r.RegisterMemory(pub.log.Bytes(), int(pub.termLength/16))
+			if err != nil {
+				c.recordError(cnc.ErrorCodeGenericError, fmt.Sprintf("%s: term buffers not registered, frames are copied: %v", cmd.Channel, err))
+			} else {
+				pub.unregister = rel
+			}
 		}
 		if mdc {
 			pub.mdc = &destinationTracker{manual: manual}
@@ -326,6 +373,7 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 		e = newReceiveEndpoint(key, t)
 		e.mds, e.cc, e.livenessNs = mds, ccName, c.cfg.ImageLivenessTimeout.Nanoseconds()
 		e.channel, e.rcvWnd, e.soRcvbuf, e.soSndbuf = cmd.Channel, rcvWnd, bufs.SocketRcvbuf, bufs.SocketSndbuf
+		e.mediaTSOffset = mediaTimestampOffset(u)
 		if err := e.setGroupTag(u, c.cfg.Network); err != nil {
 			if t != nil {
 				_ = t.Close()

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -57,12 +58,15 @@ type receiveEndpoint struct {
 	channel            string
 	rcvWnd             int64
 	soRcvbuf, soSndbuf int
-	lastControlNs      map[int32]int64 // stream -> last registration SM
-	groupTag           int64
-	hasGroupTag        bool
-	reliable           bool
-	group              int8
-	multicastDelay     optimalDelay
+	// mediaTSOffset: where media-rcv-ts-offset puts the medium's receive
+	// timestamp in a data frame (mediaTimestampOffset); -1 nowhere
+	mediaTSOffset  int
+	lastControlNs  map[int32]int64 // stream -> last registration SM
+	groupTag       int64
+	hasGroupTag    bool
+	reliable       bool
+	group          int8
+	multicastDelay optimalDelay
 	// the unicast NAK delay and retry delay (nak-delay=, AERON_NAK_UNICAST_DELAY
 	// x AERON_NAK_UNICAST_RETRY_DELAY_RATIO)
 	nakDelayNs, nakRetryNs int64
@@ -109,7 +113,7 @@ type receiveEndpoint struct {
 func newReceiveEndpoint(key string, t Transport) *receiveEndpoint {
 	// one receiver id per endpoint, as the C driver's endpoint->receiver_id:
 	// a multi-destination-cast sender tracks receivers by it
-	e := &receiveEndpoint{key: key, t: t, receiverID: rand.Int64(), pendingSetup: map[[2]int32]int64{}, lastControlNs: map[int32]int64{}, creating: map[[2]int32]int64{}, batch: make([][]byte, 1)}
+	e := &receiveEndpoint{key: key, t: t, receiverID: rand.Int64(), pendingSetup: map[[2]int32]int64{}, lastControlNs: map[int32]int64{}, creating: map[[2]int32]int64{}, batch: make([][]byte, 1), mediaTSOffset: -1}
 	e.recvFn = e.onDatagram
 	return e
 }
@@ -259,7 +263,7 @@ func (e *receiveEndpoint) sendTo(r *receiver, via Transport, dest netip.AddrPort
 // onDatagram is the receive path (aeron_receive_channel_endpoint_dispatch,
 // aeron_data_packet_dispatcher): anything malformed is dropped and counted
 // as an invalid packet.
-func (e *receiveEndpoint) onDatagram(t Transport, buf []byte, from netip.AddrPort, _ int64) {
+func (e *receiveEndpoint) onDatagram(t Transport, buf []byte, from netip.AddrPort, mediaTimestampNs int64) {
 	r := e.r
 	r.sys[sysBytesReceived].Add(int64(len(buf)))
 	f, err := protocol.NextFrame(buf, 0)
@@ -280,6 +284,9 @@ func (e *receiveEndpoint) onDatagram(t Transport, buf []byte, from netip.AddrPor
 				e.elicitSetup(t, h.SessionID, h.StreamID, from)
 			}
 			return
+		}
+		if mediaTimestampNs != 0 && e.mediaTSOffset != -1 {
+			setTimestamp(buf, e.mediaTSOffset, mediaTimestampNs)
 		}
 		im.onData(r, t, &h, buf, from)
 	case protocol.TypeSetup:
@@ -303,6 +310,31 @@ func (e *receiveEndpoint) onDatagram(t Transport, buf []byte, from netip.AddrPor
 		}
 	default:
 		r.sys[sysInvalidPackets].Add(1)
+	}
+}
+
+// mediaTSReserved is the media-rcv-ts-offset=reserved offset: the data
+// header's reserved value (AERON_UDP_CHANNEL_RESERVED_VALUE_OFFSET).
+const mediaTSReserved = math.MinInt32
+
+// setTimestamp writes ts into the first frame of a received datagram, if
+// that frame begins a message (aeron_timestamps_set_timestamp: DATA, begin
+// flag, not a heartbeat): into its reserved value, or at offset into its
+// payload when both the datagram and the frame have room for 8 bytes
+// there. Other frames of the datagram keep what the publisher wrote.
+func setTimestamp(buf []byte, offset int, ts int64) {
+	var fh protocol.FrameHeader
+	if len(buf) < protocol.DataHeaderLength || fh.Decode(buf) != nil || fh.Type != protocol.TypeData ||
+		fh.Flags&protocol.FlagBegin == 0 || fh.FrameLength == 0 {
+		return
+	}
+	if offset == mediaTSReserved {
+		binary.LittleEndian.PutUint64(buf[24:], uint64(ts))
+		return
+	}
+	at := protocol.DataHeaderLength + offset
+	if at+8 <= min(int(fh.FrameLength), len(buf)) {
+		binary.LittleEndian.PutUint64(buf[at:], uint64(ts))
 	}
 }
 

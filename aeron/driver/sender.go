@@ -40,9 +40,12 @@ type networkPublication struct {
 	state               pubState
 	refCount            int
 
-	t     Transport
-	dest  netip.AddrPort
-	media uri.Media
+	t Transport
+	// unregister releases the log's registration with t's device
+	// (MemoryRegistrar); nil when t copies every frame
+	unregister func() error
+	dest       netip.AddrPort
+	media      uri.Media
 	// fc is unicast max until addNetworkPublication picks the channel's
 	// strategy, before the sender gets the publication; then the sender's.
 	fc flowControl
@@ -583,6 +586,14 @@ func (p *networkPublication) close(c *conductor) {
 		p.log.Metadata().SetIsConnected(false)
 	}
 	free := func() {
+		if p.unregister != nil {
+			// the sender let go of the transport: no more posts, wait
+			// for the ones in flight to complete before the log goes
+			if err := p.unregister(); err != nil {
+				c.recordError(cnc.ErrorCodeGenericError, fmt.Sprintf("publication %d: release registered log: %v", p.regID, err))
+			}
+			p.unregister = nil
+		}
 		if p.t != nil {
 			_ = p.t.Close()
 		}

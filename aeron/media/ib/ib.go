@@ -6,11 +6,14 @@
 // This is a slice of issue 14: UD unicast only. A subscription's transport
 // listens for RDMA CM service id resolution (SIDR) on its endpoint's IP and
 // port (cm.ListenUD); a publication's transport resolves the subscriber's
-// QP with SIDR (cm.DialUD). Frames leave through a registered bounce
-// buffer (a copy per datagram: the driver's term buffers are not
-// registered with the device yet) and arrive in a ring of posted receive
-// buffers that are reposted in place, GRH stripped, and handed to the
-// driver exactly as the udp binding hands datagrams. RC (ib-qp=rc) and
+// QP with SIDR (cm.DialUD). A publication's log is registered with the
+// device (driver.MemoryRegistrar, regmem.go) and frames in it are posted
+// straight from the term buffer; small frames go inline and others (in
+// unregistered memory, or beyond the in-flight bound) through a registered
+// bounce buffer; the datagrams of one Send are one post list and one
+// doorbell. Frames arrive in a ring of posted receive buffers that are
+// reposted in place, GRH stripped, and handed to the driver exactly as the
+// udp binding hands datagrams. RC (ib-qp=rc) and
 // multicast are refused with an error saying so.
 package ib
 
@@ -37,6 +40,11 @@ type Media struct {
 	// ResolveErrors counts background SIDR attempts of a publication that
 	// failed otherwise than "nobody listens there yet".
 	ResolveErrors atomic.Int64
+	// RegisterErrors counts publication logs the device refused to
+	// register (their frames are then copied); Copied, Inline and
+	// ZeroCopy count datagrams sent through the bounce buffer, inline in
+	// the work request, and straight from a registered log.
+	RegisterErrors, Copied, Inline, ZeroCopy atomic.Int64
 }
 
 // New returns the ib medium.
@@ -61,6 +69,13 @@ const (
 	// send queue completes in order.
 	signalEvery = 16
 	pollBatch   = 32
+	// postBatch is the most work requests posted with one doorbell (the
+	// driver hands at most 16 datagrams to one Send).
+	postBatch = 16
+	// wantInline is the inline size asked of the QP: every control frame
+	// (SETUP, status message, NAK, RTTM, heartbeat) and a datagram of one
+	// 256-byte message (288 bytes) fit; rxe allows 400, ConnectX more.
+	wantInline = 320
 )
 
 // ringSize is the number of receive buffers for a receive window of
@@ -104,7 +119,7 @@ func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.
 	// chooses it); maxRing is far below rxe's and mlx5's limits, and the
 	// number posted is clamped to the device's below.
 	ring := ringSize(window, 1024, 0, 0)
-	opts := &cm.UDOptions{Cap: uverbs.QPCap{MaxSendWR: sendSlots, MaxRecvWR: uint32(ring), MaxSendSGE: 1, MaxRecvSGE: 1}}
+	opts := &cm.UDOptions{Cap: uverbs.QPCap{MaxSendWR: sendSlots, MaxRecvWR: uint32(ring), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: wantInline}}
 	if connect.IsValid() {
 		t.connect = connect
 		err := t.dial(context.Background(), opts, p, aff, window, ring)
@@ -220,12 +235,25 @@ type transport struct {
 	sendFree int // send slots not in flight
 	sendTail int // oldest send slot in flight
 	mediaTS  bool
+	inline   int // the QP's max inline data
+
+	// registered memory (regmem.go): the driver's publication logs,
+	// registered at the first Send after the endpoint is ready; slotReg
+	// and slotLen say which region and how many bytes of it the work
+	// request in each send slot reads, until its completion frees it.
+	regs        []*memReg
+	regsPending bool
+	slotReg     [sendSlots]*memReg
+	slotLen     [sendSlots]int
+	// unsignalledReg: a posted work request reading a registered region
+	// has no signalled one after it yet
+	unsignalledReg bool
 
 	// preallocated work requests: posting allocates nothing
 	rwr  [1]uverbs.RecvWR
 	rsge [1]uverbs.SGE
-	swr  [1]uverbs.SendWR
-	ssge [1]uverbs.SGE
+	swr  [postBatch]uverbs.SendWR
+	ssge [postBatch]uverbs.SGE
 	wcs  [pollBatch]uverbs.WC
 	// receive completions polled while reclaiming send slots, delivered by
 	// the next Recv
@@ -264,6 +292,7 @@ func (t *transport) setup(p driver.TransportParams, aff driver.Affinity, window,
 	t.sendBase = t.ring * t.slot
 	t.sendFree, t.sendHead, t.sendTail = sendSlots, 0, 0
 	t.mediaTS = p.MediaTimestamps
+	t.inline = int(t.qp.Cap().MaxInlineData)
 	t.pending = make([]uverbs.WC, 0, t.ring)
 	if t.mem, err = uverbs.AllocMemory((t.ring+sendSlots)*t.slot, uverbs.MemoryOptions{}); err != nil {
 		return fmt.Errorf("ib: receive ring: %w", err)
@@ -320,10 +349,19 @@ func (t *transport) reap() error {
 	for i := range t.wcs[:n] {
 		w := &t.wcs[i]
 		if w.WRID >= sendWRID {
+			// a send queue completes in order: this completion frees its
+			// slot and every earlier unsignalled one
 			k := int(w.WRID - sendWRID)
 			freed := (k + 1 - t.sendTail + sendSlots) % sendSlots
 			if freed == 0 {
 				freed = sendSlots
+			}
+			for j := 0; j < freed; j++ {
+				s := (t.sendTail + j) % sendSlots
+				if r := t.slotReg[s]; r != nil {
+					r.inFlight -= t.slotLen[s]
+					t.slotReg[s] = nil
+				}
 			}
 			t.sendFree += freed
 			t.sendTail = (k + 1) % sendSlots
@@ -337,6 +375,14 @@ func (t *transport) reap() error {
 	return nil
 }
 
+// Send posts datagrams to dest as one post list per postBatch datagrams,
+// one doorbell each. A datagram inside a registered log is posted from
+// there (no copy) while its region's in-flight bound allows; one of at
+// most t.inline bytes goes inline; any other is copied into its send
+// slot's bounce buffer. One work request in signalEvery asks for a
+// completion, and so does the last of a list when a registered region's
+// bytes would otherwise wait for a later one: its in-flight count must
+// come down without more traffic. A full send queue is a short send.
 func (t *transport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error) {
 	if !t.ready.Load() {
 		return len(datagrams), nil // not resolved yet: lost, as on an unconnected UDP path
@@ -349,33 +395,107 @@ func (t *transport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error) {
 		t.m.Unresolved.Add(1)
 		return 0, fmt.Errorf("ib: no UD peer known for %s", dest)
 	}
-	for i, d := range datagrams {
-		if len(d) > t.payload {
-			return i, fmt.Errorf("ib: datagram of %d bytes to %s is above the port MTU %d", len(d), dest, t.payload)
-		}
-		for t.sendFree == 0 {
-			if err := t.reap(); err != nil {
-				return i, err
-			}
-			if t.sendFree == 0 {
-				return i, nil // short send: the send queue is full
-			}
-		}
-		off := t.sendBase + t.sendHead*t.slot
-		copy(t.mem.Bytes()[off:], d)
-		t.ssge[0] = t.mr.SGE(off, len(d))
-		t.swr[0] = uverbs.SendWR{WRID: sendWRID + uint64(t.sendHead), Opcode: uverbs.WRSend, SGL: t.ssge[:]}
-		if t.sendHead%signalEvery == signalEvery-1 {
-			t.swr[0].Flags = uverbs.SendSignaled
-		}
-		peer.Dest(&t.swr[0])
-		if _, err := t.qp.PostSend(t.swr[:]); err != nil {
-			return i, fmt.Errorf("ib: post send to %s: %w", dest, err)
-		}
-		t.sendHead = (t.sendHead + 1) % sendSlots
-		t.sendFree--
+	if t.regsPending {
+		t.registerPending()
 	}
-	return len(datagrams), nil
+	if t.sendFree < len(datagrams) {
+		if err := t.reap(); err != nil {
+			return 0, err
+		}
+	}
+	sent := 0
+	for sent < len(datagrams) {
+		k := 0
+		for k < postBatch && sent+k < len(datagrams) && t.sendFree > 0 {
+			d := datagrams[sent+k]
+			if len(d) > t.payload {
+				if n, err := t.post(k, dest); err != nil {
+					return sent + n, err
+				}
+				return sent + k, fmt.Errorf("ib: datagram of %d bytes to %s is above the port MTU %d", len(d), dest, t.payload)
+			}
+			t.prepare(k, d, peer)
+			k++
+		}
+		if k == 0 {
+			return sent, nil // short send: the send queue is full
+		}
+		n, err := t.post(k, dest)
+		sent += n
+		if err != nil {
+			return sent, err
+		}
+		if sent < len(datagrams) && t.sendFree == 0 {
+			if err := t.reap(); err != nil {
+				return sent, err
+			}
+		}
+	}
+	return sent, nil
+}
+
+// prepare fills work request k of the next list with d, in send slot
+// t.sendHead, and takes the slot.
+func (t *transport) prepare(k int, d []byte, peer *cm.UDPeer) {
+	slot := t.sendHead
+	wr := &t.swr[k]
+	*wr = uverbs.SendWR{WRID: sendWRID + uint64(slot), Opcode: uverbs.WRSend}
+	switch r, sge := t.registered(d); {
+	case len(d) <= t.inline:
+		wr.InlineData, wr.Flags = d, uverbs.SendInline
+		t.m.Inline.Add(1)
+	case r != nil:
+		t.ssge[k] = sge
+		wr.SGL = t.ssge[k : k+1]
+		r.inFlight += len(d)
+		t.slotReg[slot], t.slotLen[slot] = r, len(d)
+		t.unsignalledReg = true
+		t.m.ZeroCopy.Add(1)
+	default:
+		off := t.sendBase + slot*t.slot
+		copy(t.mem.Bytes()[off:], d)
+		t.ssge[k] = t.mr.SGE(off, len(d))
+		wr.SGL = t.ssge[k : k+1]
+		t.m.Copied.Add(1)
+	}
+	if slot%signalEvery == signalEvery-1 {
+		wr.Flags |= uverbs.SendSignaled
+		t.unsignalledReg = false
+	}
+	peer.Dest(wr)
+	t.sendHead = (t.sendHead + 1) % sendSlots
+	t.sendFree--
+}
+
+// post posts the k prepared work requests with one doorbell. Work
+// requests the provider refused give their slots back.
+func (t *transport) post(k int, dest netip.AddrPort) (int, error) {
+	if k == 0 {
+		return 0, nil
+	}
+	if t.unsignalledReg {
+		t.swr[k-1].Flags |= uverbs.SendSignaled
+		t.unsignalledReg = false
+	}
+	n, err := t.qp.PostSend(t.swr[:k])
+	if n < k && n > 0 {
+		t.unsignalledReg = true // the signalled last one may not be among them
+	}
+	for j := k - 1; j >= n; j-- { // not posted: undo prepare
+		t.sendHead = (t.sendHead - 1 + sendSlots) % sendSlots
+		t.sendFree++
+		if r := t.slotReg[t.sendHead]; r != nil {
+			r.inFlight -= t.slotLen[t.sendHead]
+			t.slotReg[t.sendHead] = nil
+		}
+	}
+	for j := range t.swr[:k] { // keep no reference to the driver's memory
+		t.swr[j].InlineData, t.swr[j].SGL = nil, nil
+	}
+	if err != nil {
+		return n, fmt.Errorf("ib: post send to %s: %w", dest, err)
+	}
+	return n, nil
 }
 
 func (t *transport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
@@ -479,7 +599,10 @@ func (t *transport) Close() error {
 		}
 		<-t.exited
 	}
-	return t.release()
+	// the driver's logs first: the PD they are registered with goes with
+	// the endpoint
+	err := t.unregisterAll()
+	return errors.Join(err, t.release())
 }
 
 // release frees what setup and dial made (idempotent).

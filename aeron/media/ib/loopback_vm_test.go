@@ -114,6 +114,10 @@ func TestIBAndUDPLoopback(t *testing.T) {
 	require.Zero(t, m.RecvErrors.Load(), "receive completions in error")
 	require.Zero(t, m.SendErrors.Load(), "send completions in error")
 	require.Zero(t, m.Unresolved.Load(), "datagrams without a peer")
+	// the publication's log was registered and its frames left from it
+	require.Zero(t, m.RegisterErrors.Load(), "term buffers not registered")
+	require.Positive(t, m.ZeroCopy.Load(), "no frame was posted from the term buffer")
+	t.Logf("ib datagrams: %d from the term buffer, %d inline, %d copied", m.ZeroCopy.Load(), m.Inline.Load(), m.Copied.Load())
 
 	f, err := cnc.Open(d.Dir())
 	require.NoError(t, err)
@@ -152,4 +156,49 @@ func TestIBPublicationBeforeSubscription(t *testing.T) {
 
 	_, err = c.AddPublication(context.Background(), "aeron:ib?endpoint="+vm.IP+":24575|ib-qp=rc", 1001)
 	require.ErrorContains(t, err, "ib-qp=rc is not implemented by this driver yet")
+}
+
+// TestIBMediaTimestamp: with media-rcv-ts-offset=reserved the first
+// message of each datagram arrives with the software receive time of the
+// datagram in its reserved value (rxe has no completion timestamps).
+func TestIBMediaTimestamp(t *testing.T) {
+	vm := testutil.OneNode(t)
+	cfg := driver.DefaultConfig()
+	cfg.Dir = filepath.Join(t.TempDir(), "aeron")
+	cfg.TermBufferLength = 1 << 20
+	cfg.TimerInterval = 50 * time.Millisecond
+	d, err := driver.Start(cfg, driver.WithMedia(ib.New()))
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	c, err := client.Connect(context.Background(), client.Options{Dir: d.Dir(), IdleSleep: 100 * time.Microsecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+
+	start := time.Now().UnixNano()
+	s := newStream(t, c, "aeron:ib?endpoint="+vm.IP+":24579|mtu=1024|media-rcv-ts-offset=reserved", 64, false)
+	var stamps []int64
+	inner := s.fh
+	s.fh = func(payload []byte, h *logbuffer.Header) {
+		stamps = append(stamps, h.ReservedValue())
+		inner(payload, h)
+	}
+	msg := make([]byte, 64)
+	end := time.Now().Add(deadline)
+	for s.next < 1000 {
+		require.False(t, time.Now().After(end), "timed out: sent %d got %d", s.sent, s.next)
+		s.step(1000, msg)
+	}
+	stop := time.Now().UnixNano()
+	require.Len(t, stamps, 1000)
+	// the first message of each datagram carries it (as the C driver
+	// stamps), the others keep the publisher's reserved value 0
+	stamped := 0
+	for i, ts := range stamps {
+		if ts != 0 {
+			stamped++
+			require.True(t, ts >= start && ts <= stop, "message %d: media timestamp %d not within the run [%d, %d]", i, ts, start, stop)
+		}
+	}
+	require.NotZero(t, stamped, "no message carries a media receive timestamp")
+	t.Logf("%d of 1000 messages first in their datagram and stamped", stamped)
 }

@@ -1,0 +1,56 @@
+package driver
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/aeron/protocol"
+	"github.com/ibgo/ibgo/aeron/uri"
+)
+
+// media-rcv-ts-offset puts the medium's receive timestamp into the
+// reserved value or at a payload offset with room for it, and nowhere
+// without the parameter.
+func TestMediaTimestampOffset(t *testing.T) {
+	for ch, want := range map[string]int{
+		"aeron:udp?endpoint=10.0.0.1:4000":                              -1,
+		"aeron:udp?endpoint=10.0.0.1:4000|media-rcv-ts-offset=reserved": mediaTSReserved,
+		"aeron:ib?endpoint=10.0.0.1:4000|media-rcv-ts-offset=8":         8,
+	} {
+		u, err := uri.Parse(ch)
+		require.NoError(t, err)
+		require.Equal(t, want, mediaTimestampOffset(u), ch)
+		c := &conductor{cfg: DefaultConfig()}
+		require.Equal(t, want != -1, c.transportParams(u, 1408).MediaTimestamps, ch)
+	}
+
+	// aeron:udp gives no receive timestamps yet: refused there, not ignored
+	u, err := uri.Parse("aeron:udp?endpoint=10.0.0.1:4000|media-rcv-ts-offset=reserved")
+	require.NoError(t, err)
+	require.ErrorContains(t, checkNetworkChannel(u, "udp"), "'media-rcv-ts-offset' is not supported on aeron:udp")
+	u, err = uri.Parse("aeron:ib?endpoint=10.0.0.1:4000|media-rcv-ts-offset=reserved")
+	require.NoError(t, err)
+	require.NoError(t, checkNetworkChannel(u, "ib"))
+
+	frame := make([]byte, protocol.DataHeaderLength+24)
+	h := protocol.DataHeader{FrameHeader: protocol.FrameHeader{FrameLength: int32(len(frame)), Type: protocol.TypeData, Flags: protocol.FlagsUnfragmented}}
+	_, err = h.Encode(frame)
+	require.NoError(t, err)
+	setTimestamp(frame, mediaTSReserved, 1234)
+	require.Equal(t, uint64(1234), binary.LittleEndian.Uint64(frame[24:]))
+	setTimestamp(frame, 16, 5678)
+	require.Equal(t, uint64(5678), binary.LittleEndian.Uint64(frame[protocol.DataHeaderLength+16:]))
+	before := append([]byte(nil), frame...)
+	setTimestamp(frame, 17, 9) // 17+8 > 24 bytes of payload: no room
+	require.Equal(t, before, frame)
+	frame[5] = protocol.FlagEnd // a message's last fragment: not stamped
+	setTimestamp(frame, mediaTSReserved, 42)
+	require.Equal(t, uint64(1234), binary.LittleEndian.Uint64(frame[24:]))
+	hb := make([]byte, protocol.DataHeaderLength) // a heartbeat (frame length 0): not stamped
+	h.FrameLength = 0
+	_, _ = h.Encode(hb)
+	setTimestamp(hb, mediaTSReserved, 42)
+	require.Zero(t, binary.LittleEndian.Uint64(hb[24:]))
+}
