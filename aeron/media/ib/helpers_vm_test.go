@@ -206,3 +206,9 @@ func netem(t *testing.T, dev string, spec ...string) {
 		_ = exec.Command("tc", "qdisc", "del", "dev", dev, "root").Run()
 	})
 }
+
+func putSeq(msg []byte, i int) { binary.LittleEndian.PutUint64(msg, uint64(i)) }
+
+type errUnexpected string
+
+func (e errUnexpected) Error() string { return "node 2 said " + strconv.Quote(string(e)) }
