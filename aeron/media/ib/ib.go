@@ -118,14 +118,20 @@ func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.
 		if err == nil {
 			return t, nil
 		}
-		if !errors.Is(err, cm.ErrUnreachable) {
+		if !errors.Is(err, cm.ErrUnreachable) && !errors.Is(err, cm.ErrTimeout) {
 			t.Close()
 			return nil, err
 		}
-		// Nobody answers SIDR on connect yet: a publication may exist
-		// before its subscription (as an aeron:udp one sends into the
-		// void). Resolve in the background; until then datagrams are
-		// dropped as a UDP socket would drop them.
+		// Nobody answers SIDR on connect yet, or its address does not
+		// resolve yet (no ARP answer: the peer's host is still coming
+		// up): a publication may exist before its subscription (as an
+		// aeron:udp one sends into the void). Resolve in the background;
+		// until then datagrams are dropped as a UDP socket would drop
+		// them, and failures other than "nobody listens" are reported.
+		if errors.Is(err, cm.ErrTimeout) {
+			m.ResolveErrors.Add(1)
+			m.report(err)
+		}
 		t.done, t.exited = make(chan struct{}), make(chan struct{})
 		go t.dialLoop(opts, p, aff, window, ring)
 		return t, nil
