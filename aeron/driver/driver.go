@@ -45,6 +45,7 @@ type Driver struct {
 	stopped  bool
 
 	stopOnce sync.Once
+	sink     errorSink
 	stop     chan struct{}
 	done     chan struct{}
 	closed   atomic.Bool
@@ -140,6 +141,12 @@ func Start(cfg Config, opts ...Option) (*Driver, error) {
 		return nil, err
 	}
 	d := &Driver{cfg: cfg, cnc: f, loss: loss, c: c, stop: make(chan struct{}), done: make(chan struct{})}
+	d.sink.c = c
+	for _, m := range o.media {
+		if r, ok := m.(ErrorReporter); ok {
+			r.SetErrorHandler(d.sink.report)
+		}
+	}
 	c.terminate = d.requestStop
 	if o.validator != nil {
 		c.validator = o.validator
@@ -231,6 +238,24 @@ func (d *Driver) run() {
 	c.shutdown()
 }
 
+// errorSink is the handler given to ErrorReporter media: it records into
+// the conductor's error log until Close unmaps it.
+type errorSink struct {
+	mu sync.RWMutex
+	c  *conductor
+}
+
+func (s *errorSink) report(err error) {
+	if err == nil {
+		return
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.c != nil {
+		s.c.recordError(cnc.ErrorCodeGenericError, err.Error())
+	}
+}
+
 func (d *Driver) requestStop() { d.stopOnce.Do(func() { close(d.stop) }) }
 
 // DoWork runs one duty cycle of the sender, receiver and conductor agents
@@ -304,6 +329,9 @@ func (d *Driver) Close() error {
 		d.invokeMu.Unlock()
 	}
 	<-d.done
+	d.sink.mu.Lock()
+	d.sink.c = nil // the error log is unmapped next: media reports stop here
+	d.sink.mu.Unlock()
 	d.err = errors.Join(d.cnc.Close(), d.loss.Close())
 	if d.cfg.DirDeleteOnShutdown {
 		d.err = errors.Join(d.err, os.RemoveAll(d.cfg.Dir))

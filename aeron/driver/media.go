@@ -101,6 +101,22 @@ type Media interface {
 	Open(channel *uri.ChannelURI, bind, connect netip.AddrPort, params TransportParams, affinity Affinity) (Transport, error)
 }
 
+// ErrorReporter is implemented by a Media that meets errors outside the
+// calls the driver makes into it, or that it recovers from itself (a
+// completion queue error, a queue pair gone to the error state, an address
+// that no longer resolves), so that they are counted and written to the
+// driver's distinct error log with their cause, as the C driver's media do
+// through aeron_driver_context's error_log. Start calls SetErrorHandler
+// once for each medium it was given, before any Open; report is safe for
+// concurrent use from any goroutine, counts the error in the Errors system
+// counter, records err.Error() (keep it free of changing numbers: the log
+// is distinct by text) and does nothing once the driver is closed. A Media
+// serves one driver: a second Start with the same Media replaces the
+// handler.
+type ErrorReporter interface {
+	SetErrorHandler(report func(err error))
+}
+
 // mediaRegistry holds the network media the driver was started with.
 type mediaRegistry map[uri.Media]Media
 

@@ -13,8 +13,8 @@
 // bounce buffer; the datagrams of one Send are one post list and one
 // doorbell. Frames arrive in a ring of posted receive buffers that are
 // reposted in place, GRH stripped, and handed to the driver exactly as the
-// udp binding hands datagrams. RC (ib-qp=rc) and
-// multicast are refused with an error saying so.
+// udp binding hands datagrams. Multicast channels (multicast.go) join their
+// groups with the RDMA CM. RC (ib-qp=rc) is refused with an error saying so.
 package ib
 
 import (
@@ -45,6 +45,12 @@ type Media struct {
 	// ZeroCopy count datagrams sent through the bounce buffer, inline in
 	// the work request, and straight from a registered log.
 	RegisterErrors, Copied, Inline, ZeroCopy atomic.Int64
+	// QPRestarts counts receive paths restarted after their QP went to
+	// the error state (errors.go); Reresolves publications that resolved
+	// their subscription again after it fell silent (resolve.go).
+	QPRestarts, Reresolves atomic.Int64
+
+	handler atomic.Pointer[func(error)] // the driver's error handler (errors.go)
 }
 
 // New returns the ib medium.
@@ -107,11 +113,11 @@ func CheckMTU(mtu, activeMTU int) error {
 // subscription's endpoint) or, for a sender (connect valid), one that
 // resolved connect's QP by SIDR.
 func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.TransportParams, aff driver.Affinity) (driver.Transport, error) {
+	if bind.Addr().IsMulticast() || connect.Addr().IsMulticast() {
+		return m.openMulticast(ch, bind, connect, p, aff) // multicast.go
+	}
 	if qp, _ := ch.Get(uri.KeyIBQueuePair); qp == uri.IBQueuePairRC {
 		return nil, errors.New("ib: ib-qp=rc is not implemented by this driver yet (only ib-qp=ud)")
-	}
-	if bind.Addr().IsMulticast() || connect.Addr().IsMulticast() {
-		return nil, errors.New("ib: multicast aeron:ib channels are not implemented by this driver yet (only UD unicast)")
 	}
 	t := &transport{m: m, peers: map[netip.AddrPort]*cm.UDPeer{}, keys: map[peerKey]netip.AddrPort{}}
 	window := max(p.SocketRcvbuf, 128<<10)
@@ -126,14 +132,20 @@ func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.
 		if err == nil {
 			return t, nil
 		}
-		if !errors.Is(err, cm.ErrUnreachable) {
+		if !errors.Is(err, cm.ErrUnreachable) && !errors.Is(err, cm.ErrTimeout) {
 			t.Close()
 			return nil, err
 		}
-		// Nobody answers SIDR on connect yet: a publication may exist
-		// before its subscription (as an aeron:udp one sends into the
-		// void). Resolve in the background; until then datagrams are
-		// dropped as a UDP socket would drop them.
+		// Nobody answers SIDR on connect yet, or its address does not
+		// resolve yet (no ARP answer: the peer's host is still coming
+		// up): a publication may exist before its subscription (as an
+		// aeron:udp one sends into the void). Resolve in the background;
+		// until then datagrams are dropped as a UDP socket would drop
+		// them, and failures other than "nobody listens" are reported.
+		if errors.Is(err, cm.ErrTimeout) {
+			m.ResolveErrors.Add(1)
+			m.report(err)
+		}
 		t.done, t.exited = make(chan struct{}), make(chan struct{})
 		go t.dialLoop(opts, p, aff, window, ring)
 		return t, nil
@@ -162,6 +174,7 @@ func (t *transport) dial(ctx context.Context, opts *cm.UDOptions, p driver.Trans
 		return fmt.Errorf("ib: resolve %s by SIDR: %w", t.connect, err)
 	}
 	t.ep = ep
+	t.args = dialArgs{opts, p, aff, window, ring}
 	t.peers[t.connect] = peer
 	if peer.AHAttr.IsGlobal {
 		t.keys[peerKey{qpn: peer.QPN, gid: peer.AHAttr.GRH.DGID}] = t.connect
@@ -169,6 +182,7 @@ func (t *transport) dial(ctx context.Context, opts *cm.UDOptions, p driver.Trans
 	if err := t.setup(p, aff, window, ring); err != nil {
 		return err
 	}
+	t.lastRecv, t.heard = time.Now().UnixNano(), false
 	t.ready.Store(true)
 	return nil
 }
@@ -198,6 +212,7 @@ func (t *transport) dialLoop(opts *cm.UDOptions, p driver.TransportParams, aff d
 		t.release()
 		if !errors.Is(err, cm.ErrUnreachable) {
 			t.m.ResolveErrors.Add(1)
+			t.m.report(err)
 			if !errors.Is(err, cm.ErrTimeout) {
 				return // a rule broken (the port's MTU): retrying cannot help
 			}
@@ -260,8 +275,19 @@ type transport struct {
 	pending []uverbs.WC
 	pendAt  int // next of pending to deliver
 
+	// errors.go: the QP is in the error state (cause says why) and Recv
+	// restarts it; a failed poll was reported
+	broken       bool
+	cause        string
+	pollReported bool
+	// resolve.go: when a unicast publication last heard its subscription
+	args     dialArgs
+	lastRecv int64
+	heard    bool
+
 	peers map[netip.AddrPort]*cm.UDPeer
 	keys  map[peerKey]netip.AddrPort
+	mc    *multicast // group memberships of a multicast transport (multicast.go)
 }
 
 const sendWRID = 1 << 40
@@ -344,6 +370,7 @@ func (t *transport) reap() error {
 	}
 	n, err := t.cq.Poll(t.wcs[:])
 	if err != nil {
+		t.pollFailed(err)
 		return fmt.Errorf("ib: poll: %w", err)
 	}
 	for i := range t.wcs[:n] {
@@ -367,6 +394,7 @@ func (t *transport) reap() error {
 			t.sendTail = (k + 1) % sendSlots
 			if w.Status != uverbs.WCSuccess {
 				t.m.SendErrors.Add(1)
+				t.sendFault(w)
 			}
 			continue
 		}
@@ -526,12 +554,19 @@ func (t *transport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 				n++
 			}
 		} else if w.Status != uverbs.WCSuccess {
-			t.m.RecvErrors.Add(1)
+			t.recvFault(&w) // errors.go
+		}
+		if t.broken {
+			continue // the QP is in error: restart reposts the whole ring
 		}
 		if err := t.postRecv(i); err != nil {
 			return n, err
 		}
 	}
+	if t.broken {
+		return n, t.restart()
+	}
+	t.checkSilence(n) // resolve.go
 	return n, nil
 }
 
@@ -547,6 +582,9 @@ func (t *transport) source(w *uverbs.WC, grh []byte) (netip.AddrPort, bool) {
 	k := peerKey{qpn: w.SrcQP, gid: g.SGID}
 	if a, ok := t.keys[k]; ok {
 		return a, true
+	}
+	if t.mc != nil {
+		return t.mc.source(t, k, &g), true
 	}
 	attr, err := t.vctx.AHAttrFromWC(t.port, w, grh)
 	if err != nil {
@@ -609,6 +647,8 @@ func (t *transport) Close() error {
 func (t *transport) release() error {
 	t.ready.Store(false)
 	var errs []error
+	errs = append(errs, t.mc.leave(t))
+	t.mc = nil
 	for _, p := range t.peers {
 		errs = append(errs, p.Close())
 	}

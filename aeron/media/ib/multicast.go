@@ -1,0 +1,199 @@
+package ib
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/ibgo/ibgo/aeron/driver"
+	"github.com/ibgo/ibgo/aeron/uri"
+	"github.com/ibgo/ibgo/cm"
+	"github.com/ibgo/ibgo/uverbs"
+)
+
+// UD multicast (aeron:ib?endpoint=<group>:port|interface=<local ip>).
+//
+// The driver places addresses as for aeron:udp multicast (as Aeron's C
+// driver does): a publication's transport binds the control group (data
+// group + 1) and sends to the data group; a subscription's binds the data
+// group and sends its status messages and NAKs to the control group. Here
+// "binds" is a full-member RDMA CM multicast join (rdma_join_multicast:
+// the QP is attached and receives the group's datagrams) and "sends to" a
+// send-only join, whose AH, remote QPN 0xFFFFFF and the well-known Q_Key
+// address every send. One UD QP, bound to the interface's IP (which
+// chooses the device), carries both memberships.
+//
+// What differs from UDP: an IB multicast group has no ports, so two
+// channels on one group but different ports see each other's frames (the
+// driver drops frames of streams it has no subscription for; give each
+// channel its own group). ttl= has no IB meaning and is ignored (the CM
+// sets the hop limit). Without interface= the join cannot choose a device,
+// so the channel is refused rather than guessed.
+
+// multicast is the group membership of a multicast transport.
+type multicast struct {
+	recv *cm.Multicast // full member: the group bound
+	send *cm.Multicast // send-only: the group sent to
+	to   netip.AddrPort
+}
+
+// errMulticastRC is the rule a multicast channel with ib-qp=rc breaks.
+var errMulticastRC = errors.New("ib: a multicast aeron:ib channel needs ib-qp=ud: an RC queue pair connects exactly two peers and cannot join a multicast group")
+
+// openMulticast opens a UD endpoint on the channel's interface and joins
+// bind's group as a full member and the group it sends to (connect for a
+// publication, the control group for a subscription) as a send-only one.
+func (m *Media) openMulticast(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.TransportParams, aff driver.Affinity) (driver.Transport, error) {
+	if qp, _ := ch.Get(uri.KeyIBQueuePair); qp == uri.IBQueuePairRC {
+		return nil, errMulticastRC
+	}
+	if !bind.Addr().IsMulticast() {
+		return nil, fmt.Errorf("ib: multicast destination %s needs a multicast control address to bind, not %s", connect, bind)
+	}
+	to := connect
+	if !connect.IsValid() {
+		c, err := controlGroup(bind)
+		if err != nil {
+			return nil, err
+		}
+		to = c
+	}
+	local, err := multicastInterface(ch, bind.Addr())
+	if err != nil {
+		return nil, err
+	}
+	t := &transport{m: m, peers: map[netip.AddrPort]*cm.UDPeer{}, keys: map[peerKey]netip.AddrPort{}, connect: connect}
+	window := max(p.SocketRcvbuf, 128<<10)
+	ring := ringSize(window, 1024, 0, 0)
+	opts := &cm.UDOptions{Cap: uverbs.QPCap{MaxSendWR: sendSlots, MaxRecvWR: uint32(ring), MaxSendSGE: 1, MaxRecvSGE: 1}}
+	ctx, cancel := context.WithTimeout(context.Background(), ResolveTimeout)
+	defer cancel()
+	if t.ep, err = cm.OpenUD(ctx, local.String(), opts); err != nil {
+		return nil, fmt.Errorf("ib: multicast %s on interface %s: %w", bind.Addr(), local, err)
+	}
+	// Receives are posted before the QP is attached, so nothing the group
+	// sends meanwhile finds an empty queue.
+	if err := t.setup(p, aff, window, ring); err != nil {
+		t.Close()
+		return nil, err
+	}
+	mc := &multicast{to: to}
+	t.mc = mc
+	if mc.recv, err = t.ep.JoinMulticastAddr(ctx, bind.Addr(), nil); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("ib: join multicast group %s on interface %s: %w", bind.Addr(), local, err)
+	}
+	if mc.send, err = t.ep.JoinMulticastAddr(ctx, to.Addr(), &cm.JoinOptions{SendOnly: true}); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("ib: join multicast group %s (send-only) on interface %s: %w", to.Addr(), local, err)
+	}
+	t.peers[to] = &mc.send.Peer
+	t.ready.Store(true)
+	return t, nil
+}
+
+// controlGroup is a data group's control group: the next address, same
+// port (aeron_multicast_control_address; the driver's multicastControl,
+// which refuses even data addresses before this runs).
+func controlGroup(data netip.AddrPort) (netip.AddrPort, error) {
+	b := data.Addr().AsSlice()
+	if b[len(b)-1]&1 == 0 {
+		return netip.AddrPort{}, fmt.Errorf("ib: multicast data address %s must be odd (its control address is the next one)", data.Addr())
+	}
+	b[len(b)-1]++
+	a, _ := netip.AddrFromSlice(b)
+	return netip.AddrPortFrom(a, data.Port()), nil
+}
+
+// multicastInterface resolves interface=addr[/prefix] to the local IP the
+// endpoint binds (aeron_find_interface: with a prefix, the local address
+// inside addr/prefix; without, addr itself).
+func multicastInterface(ch *uri.ChannelURI, group netip.Addr) (netip.Addr, error) {
+	s, ok := ch.Get(uri.KeyInterface)
+	if !ok {
+		return netip.Addr{}, fmt.Errorf("ib: multicast group %s needs interface=<local IP of the RDMA device>: the CM multicast join is made on a bound device, there is no kernel default as for aeron:udp", group)
+	}
+	in, err := uri.ParseInterface(s)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("ib: interface=%s: %v", s, err)
+	}
+	want := in.IP
+	if !want.IsValid() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip4", in.Host)
+		if err != nil || len(addrs) == 0 {
+			return netip.Addr{}, fmt.Errorf("ib: interface=%s: cannot resolve %q: %v", s, in.Host, err)
+		}
+		want = addrs[0]
+	}
+	want = want.Unmap()
+	if in.PrefixLen < 0 {
+		return want, nil
+	}
+	prefix, err := want.Prefix(in.PrefixLen)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("ib: interface=%s: %v", s, err)
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("ib: interface=%s: listing interface addresses: %w", s, err)
+	}
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(ipn.IP)
+		if ok && prefix.Contains(ip.Unmap()) {
+			return ip.Unmap(), nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("ib: interface=%s: no local interface has an address in %s", s, prefix)
+}
+
+// source names the sender of a datagram received on a group: its IP (the
+// GRH's source GID) with a port derived from its QPN, remembered per
+// (QPN, GID) so each sender is one source (one image per session). No AH is
+// made: replies to group members go to the group (the driver sends status
+// messages and NAKs to the control group, data and retransmits to the data
+// group), and a received multicast GRH cannot give one
+// (ibv_init_ah_from_wc refuses multicast destinations).
+func (mc *multicast) source(t *transport, k peerKey, g *uverbs.GRH) netip.AddrPort {
+	ip, _ := netip.AddrFromSlice(g.SGID[:])
+	ip = ip.Unmap()
+	port := uint16(k.qpn)
+	a := netip.AddrPortFrom(ip, port)
+	for t.taken(a) {
+		port++
+		a = netip.AddrPortFrom(ip, port)
+	}
+	t.keys[k] = a
+	return a
+}
+
+// taken says whether a names a peer or source already.
+func (t *transport) taken(a netip.AddrPort) bool {
+	if t.peers[a] != nil || a == t.connect {
+		return true
+	}
+	for _, v := range t.keys {
+		if v == a {
+			return true
+		}
+	}
+	return false
+}
+
+// leave leaves both groups and forgets the send-only group's peer (its AH
+// belongs to the membership, not to t.peers). Nil-safe, idempotent.
+func (mc *multicast) leave(t *transport) error {
+	if mc == nil {
+		return nil
+	}
+	delete(t.peers, mc.to)
+	return errors.Join(mc.send.Leave(), mc.recv.Leave())
+}
