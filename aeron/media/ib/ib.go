@@ -37,6 +37,8 @@ type Media struct {
 	// ResolveErrors counts background SIDR attempts of a publication that
 	// failed otherwise than "nobody listens there yet".
 	ResolveErrors atomic.Int64
+	// RC counts the ib-qp=rc connections' events (rc.go).
+	RC RCStats
 }
 
 // New returns the ib medium.
@@ -93,7 +95,7 @@ func CheckMTU(mtu, activeMTU int) error {
 // resolved connect's QP by SIDR.
 func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.TransportParams, aff driver.Affinity) (driver.Transport, error) {
 	if qp, _ := ch.Get(uri.KeyIBQueuePair); qp == uri.IBQueuePairRC {
-		return nil, errors.New("ib: ib-qp=rc is not implemented by this driver yet (only ib-qp=ud)")
+		return m.openRC(ch, bind, connect, p, aff)
 	}
 	if bind.Addr().IsMulticast() || connect.Addr().IsMulticast() {
 		return nil, errors.New("ib: multicast aeron:ib channels are not implemented by this driver yet (only UD unicast)")
