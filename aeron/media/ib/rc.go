@@ -124,14 +124,14 @@ type rcConn struct {
 	mem  *uverbs.Memory
 	mr   *uverbs.MR
 
-	recvSlots          int // receive buffers at the start of mem (publication side)
-	sendBase           int
-	head, tail, nfree  int
-	closing            atomic.Bool // the first to set it reports the loss
-	swr                [1]uverbs.SendWR
-	ssge               [1]uverbs.SGE
-	shared             bool // mem and mr are the transport's (publication side)
-	close              bool
+	recvSlots         int // receive buffers at the start of mem (publication side)
+	sendBase          int
+	head, tail, nfree int
+	closing           atomic.Bool // the first to set it reports the loss
+	swr               [1]uverbs.SendWR
+	ssge              [1]uverbs.SGE
+	shared            bool // mem and mr are the transport's (publication side)
+	close             bool
 }
 
 // rcEvent hands a connection to the agent (up) or tells it one is lost.
@@ -157,7 +157,7 @@ type rcTransport struct {
 	cancel context.CancelFunc
 	done   <-chan struct{} // ctx.Done()
 	wg     sync.WaitGroup
-	live   atomic.Int32 // subscription: connections accepted and not yet dropped
+	live   atomic.Int32  // subscription: connections accepted and not yet dropped
 	redial chan struct{} // publication side: the connection was lost
 	keys   atomic.Uint32
 

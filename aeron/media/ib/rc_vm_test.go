@@ -1,0 +1,236 @@
+//go:build linux
+
+package ib_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/aeron/client"
+	"github.com/ibgo/ibgo/aeron/cnc"
+	"github.com/ibgo/ibgo/aeron/driver"
+	"github.com/ibgo/ibgo/aeron/inspect"
+	"github.com/ibgo/ibgo/aeron/logbuffer"
+	"github.com/ibgo/ibgo/aeron/media/ib"
+	"github.com/ibgo/ibgo/aeron/media/udp"
+	"github.com/ibgo/ibgo/internal/testutil"
+)
+
+// rcDriver starts a driver with the ib medium (and udp) and a client on it.
+func rcDriver(t *testing.T) (*driver.Driver, *client.Client, *ib.Media) {
+	cfg := driver.DefaultConfig()
+	cfg.Dir = filepath.Join(t.TempDir(), "aeron")
+	cfg.TermBufferLength = 1 << 20
+	cfg.TimerInterval = 50 * time.Millisecond
+	cfg.PublicationLingerTimeout = 100 * time.Millisecond
+	m := ib.New()
+	d, err := driver.Start(cfg, driver.WithMedia(udp.New(udp.Loss{})), driver.WithMedia(m))
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	c, err := client.Connect(context.Background(), client.Options{Dir: d.Dir(), IdleSleep: 100 * time.Microsecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return d, c, m
+}
+
+func requireNoErrorLog(t *testing.T, d *driver.Driver) {
+	f, err := cnc.Open(d.Dir())
+	require.NoError(t, err)
+	defer f.Close()
+	var out bytes.Buffer
+	n, err := inspect.Errors(&out, f, time.UTC)
+	require.NoError(t, err)
+	require.Zero(t, n, "error log: %s", out.String())
+}
+
+func requireCleanRC(t *testing.T, m *ib.Media) {
+	t.Helper()
+	require.Zero(t, m.RecvErrors.Load(), "receive completions in error")
+	require.Zero(t, m.SendErrors.Load(), "send completions in error")
+	require.Zero(t, m.Unresolved.Load(), "frames from an unknown connection")
+	require.Zero(t, m.ResolveErrors.Load(), "failed dials")
+	require.Zero(t, m.RC.Lost.Load(), "connections lost")
+	require.Zero(t, m.RC.Rejected.Load(), "connections rejected")
+	require.Zero(t, m.RC.Flushed.Load(), "flushed work requests")
+}
+
+// TestIBRCLoopback: one driver carries aeron:ib with ib-qp=rc (one
+// connection over rxe loopback) and aeron:udp on the same host:port at the
+// same time; every message of both arrives once and in order, no counter
+// of the medium moves and the error log stays empty.
+func TestIBRCLoopback(t *testing.T) {
+	vm := testutil.OneNode(t)
+	d, c, m := rcDriver(t)
+	hp := vm.IP + ":24581"
+	rcs := newStream(t, c, "aeron:ib?endpoint="+hp+"|ib-qp=rc|mtu=4096", 256, false)
+	udps := newStream(t, c, "aeron:udp?endpoint="+hp+"|mtu=1408", 256, false)
+
+	const nRC, nUDP = 100_000, 20_000
+	msg := make([]byte, 256)
+	end := time.Now().Add(5 * deadline)
+	start := time.Now()
+	for rcs.next < nRC || udps.next < nUDP {
+		require.False(t, time.Now().After(end), "timed out: rc sent %d got %d, udp sent %d got %d", rcs.sent, rcs.next, udps.sent, udps.next)
+		rcs.step(nRC, msg)
+		udps.step(nUDP, msg)
+	}
+	el := time.Since(start)
+	t.Logf("rc %d + udp %d messages of 256 B in %v (rc %.0f msg/s alongside udp); frames dropped on a full send queue: %d",
+		nRC, nUDP, el, float64(nRC)/el.Seconds(), m.RC.Dropped.Load())
+	require.Equal(t, nRC, rcs.next)
+	require.Equal(t, nUDP, udps.next)
+	requireCleanRC(t, m)
+	require.EqualValues(t, 1, m.RC.Accepted.Load(), "one connection accepted")
+	require.EqualValues(t, 1, m.RC.Connected.Load(), "one connection dialled")
+	requireNoErrorLog(t, d)
+}
+
+// TestIBRCLargeMTU: ib-qp=rc with mtu=16384 (four fabric packets per frame
+// at the port's 4096, segmented by the QP): 40,000-byte messages,
+// fragmented by Aeron into 16 KiB frames, arrive intact and in order.
+func TestIBRCLargeMTU(t *testing.T) {
+	vm := testutil.OneNode(t)
+	d, c, m := rcDriver(t)
+	ch := "aeron:ib?endpoint=" + vm.IP + ":24583|ib-qp=rc|mtu=16384"
+	ctx := context.Background()
+	sub, err := c.AddSubscription(ctx, ch, 1001)
+	require.NoError(t, err)
+	pub, err := c.AddPublication(ctx, ch, 1001)
+	require.NoError(t, err)
+	end := time.Now().Add(deadline)
+	for !pub.IsConnected() || !sub.IsConnected() {
+		require.False(t, time.Now().After(end), "never connected")
+		time.Sleep(time.Millisecond)
+	}
+	require.EqualValues(t, 16384, pub.MaxPayloadLength()+32, "the publication's mtu")
+
+	const n, size = 2000, 40_000
+	fill := func(b []byte, seq int) {
+		binary.LittleEndian.PutUint64(b, uint64(seq))
+		for i := 8; i < len(b); i++ {
+			b[i] = byte(seq*31 + i)
+		}
+	}
+	want := make([]byte, size)
+	next := 0
+	fh := client.NewFragmentAssembler(func(payload []byte, h *logbuffer.Header) {
+		fill(want, next)
+		require.True(t, bytes.Equal(want, payload), "message %d (%d bytes) not intact", next, len(payload))
+		next++
+	}).Handler()
+	msg := make([]byte, size)
+	sent := 0
+	end = time.Now().Add(5 * deadline)
+	for next < n {
+		require.False(t, time.Now().After(end), "timed out: sent %d got %d", sent, next)
+		if sent < n {
+			fill(msg, sent)
+			if pub.Offer(msg) > 0 {
+				sent++
+			}
+		}
+		sub.Poll(fh, 64)
+	}
+	t.Logf("%d messages of %d B over ib-qp=rc|mtu=16384; frames dropped on a full send queue: %d", n, size, m.RC.Dropped.Load())
+	requireCleanRC(t, m)
+	requireNoErrorLog(t, d)
+}
+
+// TestIBRCSubscriberRestart: a publisher driver keeps offering while the
+// subscriber's driver is closed and another started on the same endpoint:
+// the publication's connection is lost, it dials again until the new
+// driver listens, and the new image receives in order from where it joins.
+func TestIBRCSubscriberRestart(t *testing.T) {
+	vm := testutil.OneNode(t)
+	_, pc, pm := rcDriver(t)
+	ch := "aeron:ib?endpoint=" + vm.IP + ":24585|ib-qp=rc|mtu=4096"
+	ctx := context.Background()
+	pub, err := pc.AddPublication(ctx, ch, 1001)
+	require.NoError(t, err)
+
+	msg := make([]byte, 256)
+	sent := 0
+	offer := func() {
+		binary.LittleEndian.PutUint64(msg, uint64(sent))
+		if pub.Offer(msg) > 0 {
+			sent++
+		}
+	}
+	// receive runs one subscriber driver until it has n messages in
+	// order from the first it sees, offering all along.
+	receive := func(round, n int) {
+		cfg := driver.DefaultConfig()
+		cfg.Dir = filepath.Join(t.TempDir(), "aeron")
+		cfg.TermBufferLength = 1 << 20
+		cfg.TimerInterval = 50 * time.Millisecond
+		sm := ib.New()
+		d, err := driver.Start(cfg, driver.WithMedia(sm))
+		require.NoError(t, err)
+		defer d.Close()
+		c, err := client.Connect(ctx, client.Options{Dir: d.Dir(), IdleSleep: 100 * time.Microsecond})
+		require.NoError(t, err)
+		defer c.Close()
+		sub, err := c.AddSubscription(ctx, ch, 1001)
+		require.NoError(t, err)
+		first, next := -1, 0
+		fh := client.NewFragmentAssembler(func(payload []byte, h *logbuffer.Header) {
+			got := int(binary.LittleEndian.Uint64(payload))
+			if first < 0 {
+				first, next = got, got
+			}
+			require.Equal(t, next, got, "round %d: message out of order or duplicated", round)
+			next++
+		}).Handler()
+		end := time.Now().Add(2 * deadline)
+		for first < 0 || next-first < n {
+			require.False(t, time.Now().After(end), "round %d timed out: sent %d, first %d next %d; publisher: connected %d lost %d dropped %d",
+				round, sent, first, next, pm.RC.Connected.Load(), pm.RC.Lost.Load(), pm.RC.Dropped.Load())
+			offer()
+			sub.Poll(fh, 64)
+		}
+		t.Logf("round %d: messages %d..%d received in order (publisher sent %d)", round, first, next-1, sent)
+		require.Zero(t, sm.RecvErrors.Load()+sm.SendErrors.Load(), "subscriber's completions in error")
+		require.EqualValues(t, 1, sm.RC.Accepted.Load())
+	}
+	receive(1, 5000)
+	// the first subscriber driver is closed: keep offering a while
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+		offer()
+	}
+	receive(2, 5000)
+	require.GreaterOrEqual(t, pm.RC.Lost.Load(), int64(1), "the publication saw its connection go")
+	require.GreaterOrEqual(t, pm.RC.Connected.Load(), int64(2), "and dialled again")
+	t.Logf("publisher: connected %d, lost %d, dial failures %d, flushed %d, frames dropped %d",
+		pm.RC.Connected.Load(), pm.RC.Lost.Load(), pm.ResolveErrors.Load(), pm.RC.Flushed.Load(), pm.RC.Dropped.Load())
+}
+
+// TestIBRCMismatchedMTU: a publication whose mtu is above what the
+// subscription's receive buffers hold is refused at connect with a reason,
+// counted, and never delivers a frame the subscriber could not take.
+func TestIBRCMismatchedMTU(t *testing.T) {
+	vm := testutil.OneNode(t)
+	_, c, m := rcDriver(t)
+	ep := "aeron:ib?endpoint=" + vm.IP + ":24587|ib-qp=rc"
+	ctx := context.Background()
+	_, err := c.AddSubscription(ctx, ep+"|mtu=4096", 1001)
+	require.NoError(t, err)
+	pub, err := c.AddPublication(ctx, ep+"|mtu=16384", 1001)
+	require.NoError(t, err)
+	end := time.Now().Add(deadline)
+	for m.RC.Rejected.Load() < 2 || m.ResolveErrors.Load() < 1 {
+		require.False(t, time.Now().After(end), "rejected %d, dial failures %d", m.RC.Rejected.Load(), m.ResolveErrors.Load())
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.False(t, pub.IsConnected())
+	require.Zero(t, m.RC.Accepted.Load())
+
+	// multicast with rc is the channel rule's error
+	_, err = c.AddPublication(ctx, "aeron:ib?endpoint=224.0.1.1:24589|ib-qp=rc", 1001)
+	require.ErrorContains(t, err, "multicast needs ib-qp=ud: a reliable connection (ib-qp=rc) joins exactly two queue pairs")
+}
