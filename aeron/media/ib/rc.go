@@ -414,7 +414,10 @@ func (t *rcTransport) openPublication() error {
 }
 
 // retriable: nobody listens on the endpoint yet (or any more), or it did
-// not answer in time; the subscription may appear later.
+// not answer in time; the subscription may appear later. A subscription
+// that refuses the channel's mtu is not: Open returns that error (the
+// client sees INVALID_CHANNEL with both sizes); once open, a publication's
+// later dials keep trying and count it in ResolveErrors.
 func retriable(err error) bool {
 	return errors.Is(err, cm.ErrRefused) || errors.Is(err, cm.ErrUnreachable) || errors.Is(err, cm.ErrTimeout) ||
 		errors.Is(err, cm.ErrRouteFailed) || errors.Is(err, cm.ErrDisconnected)
