@@ -58,6 +58,11 @@ type RCStats struct {
 	// publication dialling), no connection to the destination, or a send
 	// queue that stayed full.
 	Dropped atomic.Int64
+	// CQErrors counts polls that failed (a CQ in error: overrun, device
+	// gone). A publication drops its connection and dials again with a
+	// new CQ; a subscription's shared CQ is not rebuilt (the endpoint
+	// stays deaf until its subscriptions are added again).
+	CQErrors atomic.Int64
 }
 
 // RCMaxPeers bounds the publications one ib-qp=rc subscription endpoint
@@ -687,6 +692,10 @@ func (t *rcTransport) poll(cq *uverbs.CQ) error {
 	}
 	n, err := cq.Poll(t.wcs[:])
 	if err != nil {
+		t.m.RC.CQErrors.Add(1)
+		if t.cur != nil && cq == t.cur.cq {
+			t.fail(t.cur)
+		}
 		return fmt.Errorf("ib: rc poll: %w", err)
 	}
 	for i := range t.wcs[:n] {

@@ -64,6 +64,7 @@ func requireCleanRC(t *testing.T, m *ib.Media) {
 	require.Zero(t, m.RC.Lost.Load(), "connections lost")
 	require.Zero(t, m.RC.Rejected.Load(), "connections rejected")
 	require.Zero(t, m.RC.Flushed.Load(), "flushed work requests")
+	require.Zero(t, m.RC.CQErrors.Load(), "failed CQ polls")
 }
 
 // TestIBRCLoopback: one driver carries aeron:ib with ib-qp=rc (one
