@@ -132,9 +132,11 @@ type rcConn struct {
 	recvSlots         int // receive buffers at the start of mem (publication side)
 	sendBase          int
 	head, tail, nfree int
-	closing           atomic.Bool // the first to set it reports the loss
-	swr               [1]uverbs.SendWR
+	closing           atomic.Bool      // the first to set it reports the loss
+	swr               [1]uverbs.SendWR // preallocated: posting allocates nothing
 	ssge              [1]uverbs.SGE
+	rwr               [1]uverbs.RecvWR
+	rsge              [1]uverbs.SGE
 	shared            bool // mem and mr are the transport's (publication side)
 	close             bool
 }
@@ -572,9 +574,9 @@ func (c *rcConn) allocSend(pd *uverbs.PD, recv, mtu int) error {
 }
 
 func (c *rcConn) postRecv(i, mtu int) error {
-	sge := [1]uverbs.SGE{c.mr.SGE(i*mtu, mtu)}
-	wr := [1]uverbs.RecvWR{{WRID: uint64(i), SGL: sge[:]}}
-	if _, err := c.qp.PostRecv(wr[:]); err != nil {
+	c.rsge[0] = c.mr.SGE(i*mtu, mtu)
+	c.rwr[0] = uverbs.RecvWR{WRID: uint64(i), SGL: c.rsge[:]}
+	if _, err := c.qp.PostRecv(c.rwr[:]); err != nil {
 		return fmt.Errorf("ib: post receive: %w", err)
 	}
 	return nil

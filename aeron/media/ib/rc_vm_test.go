@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,7 @@ import (
 	"github.com/ibgo/ibgo/aeron/logbuffer"
 	"github.com/ibgo/ibgo/aeron/media/ib"
 	"github.com/ibgo/ibgo/aeron/media/udp"
+	"github.com/ibgo/ibgo/aeron/uri"
 	"github.com/ibgo/ibgo/internal/testutil"
 )
 
@@ -340,4 +342,73 @@ func TestIBRCNetemTwoNodes(t *testing.T) {
 		retries, rxeCounter("rcvd_rnr_err"), m.RC.Dropped.Load())
 	require.Positive(t, retries, "the loss was repaired by the QP's retransmission")
 	requireCleanRC(t, m)
+}
+
+// TestIBRCTransportRoundTrip drives the two transports directly: a frame
+// from the publication's transport arrives at the subscription's with the
+// connection's address, the reply sent to that address arrives at the
+// publication's from its endpoint, and a round trip allocates nothing.
+func TestIBRCTransportRoundTrip(t *testing.T) {
+	vm := testutil.OneNode(t)
+	m := ib.New()
+	ep := netip.MustParseAddrPort(vm.IP + ":24599")
+	u, err := uri.Parse("aeron:ib?endpoint=" + ep.String() + "|ib-qp=rc|mtu=4096")
+	require.NoError(t, err)
+	p := driver.TransportParams{MTU: 4096, SocketRcvbuf: 128 << 10}
+	sub, err := m.Open(u, ep, netip.AddrPort{}, p, driver.AffinityReceiver)
+	require.NoError(t, err)
+	defer sub.Close()
+	pub, err := m.Open(u, netip.AddrPortFrom(netip.IPv4Unspecified(), 0), ep, p, driver.AffinitySender)
+	require.NoError(t, err)
+	defer pub.Close()
+	require.NotEqual(t, "0.0.0.0:0", pub.LocalAddr(), "connected in Open")
+
+	frame := make([]byte, 3000)
+	for i := range frame {
+		frame[i] = byte(i)
+	}
+	batch := [][]byte{frame}
+	var from, replyFrom netip.AddrPort
+	got, replies, bad := 0, 0, 0
+	onSub := func(_ driver.Transport, buf []byte, f netip.AddrPort, _ int64) {
+		if !bytes.Equal(buf, frame) {
+			bad++
+		}
+		got++
+		from = f
+	}
+	onPub := func(_ driver.Transport, buf []byte, f netip.AddrPort, _ int64) {
+		if len(buf) != len(frame) {
+			bad++
+		}
+		replies++
+		replyFrom = f
+	}
+	roundTrip := func() bool {
+		g, r := got, replies
+		if n, err := pub.Send(netip.AddrPort{}, batch); n != 1 || err != nil {
+			return false
+		}
+		for i := 0; got == g && i < 10_000_000; i++ {
+			sub.Recv(16, onSub)
+		}
+		if n, err := sub.Send(from, batch); n != 1 || err != nil {
+			return false
+		}
+		for i := 0; replies == r && i < 10_000_000; i++ {
+			pub.Recv(16, onPub)
+		}
+		return got == g+1 && replies == r+1
+	}
+	for i := 0; i < 100; i++ { // warm up: the connections are handed over
+		require.True(t, roundTrip(), "round trip %d", i)
+	}
+	require.Equal(t, ep, replyFrom, "replies come from the endpoint")
+	require.Equal(t, pub.LocalAddr(), from.String(), "frames come from the publication's connection")
+	ok := true
+	allocs := testing.AllocsPerRun(1000, func() { ok = roundTrip() && ok })
+	require.True(t, ok)
+	require.Zero(t, bad, "frames not intact")
+	require.Zero(t, allocs, "allocations per round trip")
+	require.Zero(t, m.RC.Dropped.Load()+m.RC.Lost.Load()+m.SendErrors.Load()+m.RecvErrors.Load())
 }
