@@ -334,6 +334,7 @@ func (t *rcTransport) accept(ctx context.Context, ev *cm.Event) {
 	}
 	c.qp = child.QP()
 	if err := c.allocSend(t.pd, 0, t.mtu); err != nil {
+		c.id = nil // release frees the buffers only; reject closes the id
 		c.release()
 		reject(nil)
 		return
