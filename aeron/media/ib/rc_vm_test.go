@@ -70,30 +70,35 @@ func requireCleanRC(t *testing.T, m *ib.Media) {
 }
 
 // TestIBRCLoopback: one driver carries aeron:ib with ib-qp=rc (one
-// connection over rxe loopback) and aeron:udp on the same host:port at the
-// same time; every message of both arrives once and in order, no counter
-// of the medium moves and the error log stays empty.
+// connection over rxe loopback), aeron:ib with ib-qp=ud and aeron:udp, all
+// three on the same host:port at the same time (three endpoints, not one
+// shared); every message of each arrives once and in order, no counter of
+// the medium moves and the error log stays empty.
 func TestIBRCLoopback(t *testing.T) {
 	vm := testutil.OneNode(t)
 	d, c, m := rcDriver(t)
 	hp := vm.IP + ":24581"
 	rcs := newStream(t, c, "aeron:ib?endpoint="+hp+"|ib-qp=rc|mtu=4096", 256, false)
 	udps := newStream(t, c, "aeron:udp?endpoint="+hp+"|mtu=1408", 256, false)
+	uds := newStream(t, c, "aeron:ib?endpoint="+hp+"|mtu=1024", 256, false)
 
-	const nRC, nUDP = 100_000, 20_000
+	const nRC, nUDP, nUD = 100_000, 20_000, 20_000
 	msg := make([]byte, 256)
 	end := time.Now().Add(5 * deadline)
 	start := time.Now()
-	for rcs.next < nRC || udps.next < nUDP {
-		require.False(t, time.Now().After(end), "timed out: rc sent %d got %d, udp sent %d got %d", rcs.sent, rcs.next, udps.sent, udps.next)
+	for rcs.next < nRC || udps.next < nUDP || uds.next < nUD {
+		require.False(t, time.Now().After(end), "timed out: rc sent %d got %d, udp sent %d got %d, ud sent %d got %d",
+			rcs.sent, rcs.next, udps.sent, udps.next, uds.sent, uds.next)
 		rcs.step(nRC, msg)
 		udps.step(nUDP, msg)
+		uds.step(nUD, msg)
 	}
 	el := time.Since(start)
-	t.Logf("rc %d + udp %d messages of 256 B in %v (rc %.0f msg/s alongside udp); frames dropped on a full send queue: %d",
-		nRC, nUDP, el, float64(nRC)/el.Seconds(), m.RC.Dropped.Load())
+	t.Logf("rc %d + udp %d + ud %d messages of 256 B in %v (rc %.0f msg/s alongside both); frames dropped on a full send queue: %d",
+		nRC, nUDP, nUD, el, float64(nRC)/el.Seconds(), m.RC.Dropped.Load())
 	require.Equal(t, nRC, rcs.next)
 	require.Equal(t, nUDP, udps.next)
+	require.Equal(t, nUD, uds.next)
 	requireCleanRC(t, m)
 	require.EqualValues(t, 1, m.RC.Accepted.Load(), "one connection accepted")
 	require.EqualValues(t, 1, m.RC.Connected.Load(), "one connection dialled")
