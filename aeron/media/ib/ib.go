@@ -10,8 +10,9 @@
 // buffer (a copy per datagram: the driver's term buffers are not
 // registered with the device yet) and arrive in a ring of posted receive
 // buffers that are reposted in place, GRH stripped, and handed to the
-// driver exactly as the udp binding hands datagrams. RC (ib-qp=rc) and
-// multicast are refused with an error saying so.
+// driver exactly as the udp binding hands datagrams. ib-qp=rc is the
+// reliable-connection transport of rc.go; multicast is refused with an
+// error saying so.
 package ib
 
 import (
