@@ -344,6 +344,11 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 		// aeron:udp subscription on one host:port are two endpoints
 		key = string(u.Media) + "/" + key
 	}
+	if u.Media == uri.MediaIB && u.IBQueuePair() == uri.IBQueuePairRC {
+		// so is the QP type: an RC listener and a UD (SIDR) endpoint on
+		// one host:port are two transports
+		key = "rc+" + key
+	}
 	ccName, err := checkCongestionControl(u, cmd.Channel)
 	if err != nil {
 		return err

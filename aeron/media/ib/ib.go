@@ -14,7 +14,8 @@
 // doorbell. Frames arrive in a ring of posted receive buffers that are
 // reposted in place, GRH stripped, and handed to the driver exactly as the
 // udp binding hands datagrams. Multicast channels (multicast.go) join their
-// groups with the RDMA CM. RC (ib-qp=rc) is refused with an error saying so.
+// groups with the RDMA CM. ib-qp=rc is the reliable-connection transport of
+// rc.go.
 package ib
 
 import (
@@ -51,6 +52,8 @@ type Media struct {
 	QPRestarts, Reresolves atomic.Int64
 
 	handler atomic.Pointer[func(error)] // the driver's error handler (errors.go)
+	// RC counts the ib-qp=rc connections' events (rc.go).
+	RC RCStats
 }
 
 // New returns the ib medium.
@@ -117,7 +120,7 @@ func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.
 		return m.openMulticast(ch, bind, connect, p, aff) // multicast.go
 	}
 	if qp, _ := ch.Get(uri.KeyIBQueuePair); qp == uri.IBQueuePairRC {
-		return nil, errors.New("ib: ib-qp=rc is not implemented by this driver yet (only ib-qp=ud)")
+		return m.openRC(ch, bind, connect, p, aff)
 	}
 	t := &transport{m: m, peers: map[netip.AddrPort]*cm.UDPeer{}, keys: map[peerKey]netip.AddrPort{}}
 	window := max(p.SocketRcvbuf, 128<<10)

@@ -129,8 +129,7 @@ func TestIBAndUDPLoopback(t *testing.T) {
 }
 
 // TestIBPublicationBeforeSubscription: a publication added before any
-// subscription answers SIDR connects once the subscription appears, and
-// an RC or over-MTU channel is refused with the rule it breaks.
+// subscription answers SIDR connects once the subscription appears.
 func TestIBPublicationBeforeSubscription(t *testing.T) {
 	vm := testutil.OneNode(t)
 	cfg := driver.DefaultConfig()
@@ -153,9 +152,6 @@ func TestIBPublicationBeforeSubscription(t *testing.T) {
 		s.step(10_000, msg)
 	}
 	require.Zero(t, m.ResolveErrors.Load())
-
-	_, err = c.AddPublication(context.Background(), "aeron:ib?endpoint="+vm.IP+":24575|ib-qp=rc", 1001)
-	require.ErrorContains(t, err, "ib-qp=rc is not implemented by this driver yet")
 }
 
 // TestIBMediaTimestamp: with media-rcv-ts-offset=reserved the first

@@ -41,7 +41,7 @@ type multicast struct {
 }
 
 // errMulticastRC is the rule a multicast channel with ib-qp=rc breaks.
-var errMulticastRC = errors.New("ib: a multicast aeron:ib channel needs ib-qp=ud: an RC queue pair connects exactly two peers and cannot join a multicast group")
+var errMulticastRC = errors.New("ib: multicast needs ib-qp=ud: a reliable connection (ib-qp=rc) joins exactly two queue pairs")
 
 // openMulticast opens a UD endpoint on the channel's interface and joins
 // bind's group as a full member and the group it sends to (connect for a

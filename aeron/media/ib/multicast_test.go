@@ -27,7 +27,7 @@ func TestIBMulticastChannelRules(t *testing.T) {
 	u := parse("aeron:ib?endpoint=239.1.7.1:24581|interface=10.0.0.1")
 	u.Set(uri.KeyIBQueuePair, uri.IBQueuePairRC)
 	_, err = m.Open(u, c, g, driver.TransportParams{}, driver.AffinitySender)
-	require.ErrorContains(t, err, "a multicast aeron:ib channel needs ib-qp=ud")
+	require.ErrorContains(t, err, "multicast needs ib-qp=ud")
 	_, err = m.Open(parse("aeron:ib?endpoint=239.1.7.1:24581"), g, netip.AddrPort{}, driver.TransportParams{}, driver.AffinityReceiver)
 	require.ErrorContains(t, err, "needs interface=<local IP of the RDMA device>")
 	_, err = m.Open(parse("aeron:ib?endpoint=239.1.7.1:24581|interface=192.0.2.1/32"), g, netip.AddrPort{}, driver.TransportParams{}, driver.AffinityReceiver)

@@ -1,0 +1,960 @@
+package ib
+
+// ib-qp=rc: Aeron frames over reliable connections.
+//
+// A subscription's transport listens with RDMA CM on its endpoint (TCP port
+// space, service id 0x0106<port>) and accepts one connection per
+// publication transport that dials it. Every accepted QP receives through
+// ONE shared receive queue whose buffers (channel MTU each) are reposted in
+// place, and completes on ONE CQ shared by all of them; status messages,
+// NAKs and RTT measurements go back over the connection the frames came on.
+// A publication's transport dials its endpoint; while nobody listens it
+// retries in the background and drops frames as an unconnected UDP path
+// would, and it dials again when the connection is lost (the subscriber's
+// driver restarted). The QP's own retransmission makes the fabric lossless
+// to Aeron; Aeron's NAKs remain for frames this binding had to drop (a send
+// queue that stayed full).
+//
+// Ownership: the transport's agent owns every QP, CQ and buffer; the
+// goroutines that accept, dial and watch connection events hand new and
+// lost connections to it through a channel (rcTransport.evc) and never
+// touch a QP that has been handed over, so the data path takes no lock.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ibgo/ibgo/aeron/driver"
+	"github.com/ibgo/ibgo/aeron/uri"
+	"github.com/ibgo/ibgo/cm"
+	"github.com/ibgo/ibgo/uverbs"
+)
+
+// RCStats are the ib-qp=rc counters of a Media. Every field is safe for
+// concurrent use.
+type RCStats struct {
+	// Accepted counts connections a subscription accepted, Connected
+	// those a publication's dial established.
+	Accepted, Connected atomic.Int64
+	// Lost counts connections that ended other than by Close: the peer
+	// disconnected, the QP went to error (a completion in error), or the
+	// CM reported an error event. The transport drops them; a publication
+	// dials again.
+	Lost atomic.Int64
+	// Rejected counts connection requests a subscription refused: more
+	// than RCMaxPeers, or frames larger than its receive buffers.
+	Rejected atomic.Int64
+	// Flushed counts work requests completed with a flush status (a QP
+	// that had gone to error): expected when a connection is lost, and not
+	// counted in RecvErrors/SendErrors.
+	Flushed atomic.Int64
+	// Dropped counts frames a transport dropped: no connection yet (a
+	// publication dialling), no connection to the destination, or a
+	// connection lost while sending. A full send queue drops nothing: Send
+	// returns short and the driver sends the rest on its next duty.
+	Dropped atomic.Int64
+	// CQErrors counts polls that failed (a CQ in error: overrun, device
+	// gone). A publication drops its connection and dials again with a
+	// new CQ; a subscription's shared CQ is not rebuilt (the endpoint
+	// stays deaf until its subscriptions are added again).
+	CQErrors atomic.Int64
+}
+
+// RCMaxPeers bounds the publications one ib-qp=rc subscription endpoint
+// accepts at once: the shared CQ is sized for their send queues.
+const RCMaxPeers = 16
+
+const (
+	rcSendSlots = 128 // send queue depth and bounce slots per connection
+	rcPeerRecv  = 64  // receive buffers on a publication's own QP (control frames)
+	// rcMagic starts the CONNECT private data (then the channel MTU,
+	// little-endian u32) and a subscription's REJECT data (then the
+	// largest frame it receives).
+	rcMagic = "AIBR"
+)
+
+// rcRingSize is the number of SRQ buffers of a subscription: ringSize's
+// rule on MTU-sized buffers, clamped to the device's SRQ depth and to the
+// CQ that must also hold RCMaxPeers send queues.
+func rcRingSize(window, mtu int, maxSRQWR, maxCQE uint32) int {
+	n := ringSize(window, mtu, maxSRQWR, 0)
+	if maxCQE > 0 {
+		n = min(n, int(maxCQE)-RCMaxPeers*rcSendSlots)
+	}
+	return n
+}
+
+// rcMTU is the largest frame an RC transport of ch carries: the channel's
+// mtu when it names one, else params.MTU (for a subscription, the driver
+// default; the subscription's channel should name the publication's mtu).
+func rcMTU(ch *uri.ChannelURI, p driver.TransportParams) int {
+	if v, ok := ch.Size(uri.KeyMTU); ok && int(v) > p.MTU {
+		return int(v)
+	}
+	return p.MTU
+}
+
+func rcConnectData(mtu int) []byte {
+	b := make([]byte, 8)
+	copy(b, rcMagic)
+	binary.LittleEndian.PutUint32(b[4:], uint32(mtu))
+	return b
+}
+
+// rcParseData reads rcConnectData's number (0, false without the magic).
+func rcParseData(b []byte) (int, bool) {
+	if len(b) < 8 || string(b[:4]) != rcMagic {
+		return 0, false
+	}
+	return int(binary.LittleEndian.Uint32(b[4:])), true
+}
+
+// rcConn is one connection and its send ring (and, on a publication, its
+// receive buffers). Owned by the agent once handed over.
+type rcConn struct {
+	key  uint32 // unique per transport: the send WRIDs carry it
+	id   *cm.ID // subscription side: the accepted child id
+	conn *cm.Conn
+	qp   *uverbs.QP
+	cq   *uverbs.CQ // publication side: the QP's own CQ
+	addr netip.AddrPort
+	mem  *uverbs.Memory
+	mr   *uverbs.MR
+
+	recvSlots         int // receive buffers at the start of mem (publication side)
+	sendBase          int
+	head, tail, nfree int
+	closing           atomic.Bool              // the first to set it reports the loss
+	swr               [postBatch]uverbs.SendWR // preallocated: posting allocates nothing
+	ssge              [postBatch]uverbs.SGE
+	rwr               [1]uverbs.RecvWR
+	rsge              [1]uverbs.SGE
+	shared            bool // mem and mr are the transport's (publication side)
+	close             bool
+}
+
+// rcEvent hands a connection to the agent (up) or tells it one is lost.
+type rcEvent struct {
+	c  *rcConn
+	up bool
+}
+
+// rcTransport is an ib-qp=rc endpoint. It is used by the agent it was
+// opened for only (Send, Recv, Close); its background goroutines only hand
+// connections over.
+type rcTransport struct {
+	m       *Media
+	connect netip.AddrPort // publication side
+	bind    netip.AddrPort
+	mtu     int // largest frame sent or received
+	window  int
+	mediaTS bool
+	local   string
+
+	evc    chan rcEvent
+	ctx    context.Context // cancelled by Close: ends every background wait
+	cancel context.CancelFunc
+	done   <-chan struct{} // ctx.Done()
+	wg     sync.WaitGroup
+	live   atomic.Int32  // subscription: connections accepted and not yet dropped
+	redial chan struct{} // publication side: the connection was lost
+	keys   atomic.Uint32
+
+	// publication side: an id resolved to the subscriber's address keeps
+	// the device (and its PD, where pmem is registered) open across
+	// connections
+	anchorCh *cm.Channel
+	anchor   *cm.ID
+	pmem     *uverbs.Memory
+	pmr      *uverbs.MR
+
+	// subscription side
+	ch   *cm.Channel
+	lid  *cm.ID
+	pd   *uverbs.PD
+	cq   *uverbs.CQ
+	srq  *uverbs.SRQ
+	mem  *uverbs.Memory
+	mr   *uverbs.MR
+	ring int
+
+	// agent state
+	cur    *rcConn // publication side
+	byQPN  map[uint32]*rcConn
+	byKey  map[uint32]*rcConn
+	byAddr map[netip.AddrPort]*rcConn
+	wcs    [pollBatch]uverbs.WC
+	pend   []uverbs.WC
+	pendAt int
+	rwr    [1]uverbs.RecvWR
+	rsge   [1]uverbs.SGE
+	closed bool
+	// pollReported: the shared CQ's failure is in the error log already
+	pollReported bool
+}
+
+const rcSendWRID = 1 << 62
+
+// openRC opens an ib-qp=rc transport (Open dispatches here).
+func (m *Media) openRC(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.TransportParams, aff driver.Affinity) (driver.Transport, error) {
+	if bind.Addr().IsMulticast() || connect.Addr().IsMulticast() {
+		// aeron/uri refuses this already; a transport must not rely on it
+		return nil, errMulticastRC
+	}
+	t := &rcTransport{m: m, bind: bind, connect: connect, mtu: rcMTU(ch, p), window: max(p.SocketRcvbuf, 128<<10),
+		mediaTS: p.MediaTimestamps, evc: make(chan rcEvent, 2*RCMaxPeers),
+		byQPN: map[uint32]*rcConn{}, byKey: map[uint32]*rcConn{}, byAddr: map[netip.AddrPort]*rcConn{}}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	t.done = t.ctx.Done()
+	if connect.IsValid() {
+		if err := t.openPublication(); err != nil {
+			t.Close()
+			return nil, err
+		}
+		return t, nil
+	}
+	if err := t.openSubscription(); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// ---- subscription side
+
+func (t *rcTransport) openSubscription() error {
+	t.local = t.bind.String()
+	var err error
+	if t.ch, err = cm.NewChannel(); err != nil {
+		return fmt.Errorf("ib: rc listen on %s: %w", t.bind, err)
+	}
+	if t.lid, err = t.ch.CreateID(cm.PortSpaceTCP, uverbs.QPTypeRC); err != nil {
+		return fmt.Errorf("ib: rc listen on %s: %w", t.bind, err)
+	}
+	if err = t.lid.Bind(cm.IPAddr(t.bind)); err != nil {
+		return fmt.Errorf("ib: rc listen on %s: %w", t.bind, err)
+	}
+	// A specific IP binds the id to its device: the SRQ, CQ and buffers
+	// are made there before any peer connects.
+	vctx, pd, err := t.lid.Verbs()
+	if err != nil {
+		return fmt.Errorf("ib: rc listen on %s: %w", t.bind, err)
+	}
+	da, err := t.lid.DeviceAttr()
+	if err != nil {
+		return fmt.Errorf("ib: rc listen on %s: %w", t.bind, err)
+	}
+	t.pd = pd
+	t.ring = rcRingSize(t.window, t.mtu, da.MaxSRQWR, da.MaxCQE)
+	if t.ring < 1 {
+		return fmt.Errorf("ib: rc listen on %s: the device's CQ (%d entries) cannot hold %d connections' send queues", t.bind, da.MaxCQE, RCMaxPeers)
+	}
+	if t.cq, err = vctx.CreateCQ(uverbs.CQInitAttr{CQE: t.ring + RCMaxPeers*rcSendSlots}); err != nil {
+		return fmt.Errorf("ib: rc shared CQ: %w", err)
+	}
+	if t.srq, err = pd.CreateSRQ(uverbs.SRQInitAttr{MaxWR: uint32(t.ring), MaxSGE: 1}); err != nil {
+		return fmt.Errorf("ib: rc shared receive queue of %d: %w", t.ring, err)
+	}
+	if t.mem, err = uverbs.AllocMemory(t.ring*t.mtu, uverbs.MemoryOptions{}); err != nil {
+		return fmt.Errorf("ib: rc receive ring: %w", err)
+	}
+	if t.mr, err = pd.RegMR(t.mem.Bytes(), uverbs.AccessLocalWrite); err != nil {
+		return fmt.Errorf("ib: register rc receive ring: %w", err)
+	}
+	t.pend = make([]uverbs.WC, 0, t.ring+RCMaxPeers*rcSendSlots)
+	for i := 0; i < t.ring; i++ {
+		if err := t.postSRQ(i); err != nil {
+			return err
+		}
+	}
+	if err = t.lid.Listen(0); err != nil {
+		return fmt.Errorf("ib: rc listen on %s: %w", t.bind, err)
+	}
+	t.wg.Add(1)
+	go t.acceptLoop()
+	return nil
+}
+
+func (t *rcTransport) postSRQ(i int) error {
+	t.rsge[0] = t.mr.SGE(i*t.mtu, t.mtu)
+	t.rwr[0] = uverbs.RecvWR{WRID: uint64(i), SGL: t.rsge[:]}
+	if _, err := t.srq.PostRecv(t.rwr[:]); err != nil {
+		return fmt.Errorf("ib: post to the rc shared receive queue: %w", err)
+	}
+	return nil
+}
+
+// acceptLoop accepts connection requests until Close.
+func (t *rcTransport) acceptLoop() {
+	defer t.wg.Done()
+	ctx := t.ctx
+	for {
+		ev, err := t.lid.GetEvent(ctx)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, cm.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if ev.Type != cm.EventConnectRequest || ev.Child == nil {
+			continue
+		}
+		t.accept(ctx, ev)
+	}
+}
+
+func (t *rcTransport) accept(ctx context.Context, ev *cm.Event) {
+	child := ev.Child
+	reject := func(data []byte) {
+		t.m.RC.Rejected.Add(1)
+		_ = child.Reject(data, cm.RejectConsumerDefined)
+		_ = child.Close()
+	}
+	if mtu, ok := rcParseData(ev.Conn.PrivateData); ok && mtu > t.mtu {
+		reject(rcConnectData(t.mtu)) // the publication's frames would not fit the SRQ's buffers
+		return
+	}
+	if int(t.live.Load()) >= RCMaxPeers {
+		reject(nil)
+		return
+	}
+	info, _ := child.Query()
+	c := &rcConn{key: t.keys.Add(1), id: child, addr: info.Dst.IP}
+	if _, err := child.CreateQP(t.pd, cm.QPInitAttr{SendCQ: t.cq, RecvCQ: t.cq, SRQ: t.srq,
+		Cap: uverbs.QPCap{MaxSendWR: rcSendSlots, MaxSendSGE: 1}}); err != nil {
+		reject(nil)
+		return
+	}
+	c.qp = child.QP()
+	if err := c.allocSend(t.pd, 0, t.mtu); err != nil {
+		c.id = nil // release frees the buffers only; reject closes the id
+		c.release()
+		reject(nil)
+		return
+	}
+	t.live.Add(1)
+	// Handed over before the REP leaves: the peer's first frame finds the
+	// connection known.
+	if !t.handOver(rcEvent{c: c, up: true}) {
+		return
+	}
+	if err := child.Accept(nil); err != nil {
+		t.lose(c, "accept: "+err.Error())
+		return
+	}
+	t.m.RC.Accepted.Add(1)
+	t.wg.Add(1)
+	go t.watch(ctx, c, child)
+}
+
+// handOver passes ev to the agent; false when Close came first (Close then
+// releases what is still queued).
+func (t *rcTransport) handOver(ev rcEvent) bool {
+	select {
+	case t.evc <- ev:
+		return true
+	case <-t.done:
+		if ev.up {
+			ev.c.release()
+		}
+		return false
+	}
+}
+
+// lose reports c lost once, whoever noticed first (the watcher, the agent).
+func (t *rcTransport) lose(c *rcConn, cause string) {
+	if c.closing.CompareAndSwap(false, true) {
+		t.m.RC.Lost.Add(1)
+		t.reportLoss(c, cause)
+		t.handOver(rcEvent{c: c})
+	}
+}
+
+// reportLoss records a lost connection in the driver's error log
+// (ErrorReporter): the text names both ends and the cause, no counts.
+func (t *rcTransport) reportLoss(c *rcConn, cause string) {
+	t.m.report(fmt.Errorf("ib: rc connection %s <-> %s lost: %s", t.local, c.addr, cause))
+}
+
+// watch waits for the connection's end: DISCONNECTED (the peer closed or
+// restarted), or an error event.
+func (t *rcTransport) watch(ctx context.Context, c *rcConn, id *cm.ID) {
+	defer t.wg.Done()
+	for {
+		ev, err := id.GetEvent(ctx)
+		if err != nil {
+			if ctx.Err() == nil && !c.closing.Load() {
+				t.lose(c, "CM event channel: "+err.Error())
+			}
+			return
+		}
+		switch ev.Type {
+		case cm.EventEstablished:
+			continue
+		case cm.EventDisconnected, cm.EventDeviceRemoval, cm.EventConnectError, cm.EventUnreachable,
+			cm.EventRejected, cm.EventAddrChange:
+			t.lose(c, "CM event "+ev.Type.String())
+			return
+		}
+	}
+}
+
+// ---- publication side
+
+func (t *rcTransport) openPublication() error {
+	t.local = "0.0.0.0:0"
+	t.redial = make(chan struct{}, 1)
+	t.pend = make([]uverbs.WC, 0, rcPeerRecv+pollBatch)
+	c, err := t.dial(t.ctx)
+	if err == nil {
+		t.local = c.conn.LocalAddr().String()
+		t.evc <- rcEvent{c: c, up: true}
+		t.wg.Add(1)
+		go t.watch(t.ctx, c, c.conn.ID())
+	} else if !retriable(err) {
+		return err
+	} else {
+		t.redial <- struct{}{}
+	}
+	t.wg.Add(1)
+	go t.dialLoop()
+	return nil
+}
+
+// retriable: nobody listens on the endpoint yet (or any more), or it did
+// not answer in time; the subscription may appear later. A subscription
+// that refuses the channel's mtu is not: Open returns that error (the
+// client sees INVALID_CHANNEL with both sizes); once open, a publication's
+// later dials keep trying and count it in ResolveErrors.
+func retriable(err error) bool {
+	return errors.Is(err, cm.ErrRefused) || errors.Is(err, cm.ErrUnreachable) || errors.Is(err, cm.ErrTimeout) ||
+		errors.Is(err, cm.ErrRouteFailed) || errors.Is(err, cm.ErrDisconnected)
+}
+
+// dial connects to t.connect with a receive ring posted before the request
+// leaves.
+func (t *rcTransport) dial(ctx context.Context) (*rcConn, error) {
+	ctx, cancel := context.WithTimeout(ctx, ResolveTimeout)
+	defer cancel()
+	if err := t.anchorDevice(ctx); err != nil {
+		return nil, err
+	}
+	c := &rcConn{key: t.keys.Add(1), addr: t.connect, mem: t.pmem, mr: t.pmr, shared: true,
+		recvSlots: rcPeerRecv, sendBase: rcPeerRecv * t.mtu, nfree: rcSendSlots}
+	_, pd, _ := t.anchor.Verbs()
+	d := cm.Dialer{
+		PD:    pd,
+		Cap:   uverbs.QPCap{MaxSendWR: rcSendSlots, MaxRecvWR: rcPeerRecv, MaxSendSGE: 1, MaxRecvSGE: 1},
+		Param: &cm.ConnParam{PrivateData: rcConnectData(t.mtu), RetryCount: 7, RNRRetryCount: 7},
+		BeforeConnect: func(cn *cm.Conn) error {
+			c.qp, c.cq = cn.QP(), cn.RecvCQ()
+			for i := 0; i < rcPeerRecv; i++ {
+				if err := c.postRecv(i, t.mtu); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cn, err := d.Dial(ctx, cm.IPAddr(t.connect))
+	if err != nil {
+		var ce *cm.Error
+		if errors.As(err, &ce) && ce.Reason == cm.RejectConsumerDefined {
+			if n, ok := rcParseData(ce.PrivateData); ok {
+				return nil, fmt.Errorf("ib: rc connect to %s: the subscription receives frames of at most %d bytes, this channel's mtu is %d (give the subscription's channel the same mtu)", t.connect, n, t.mtu)
+			}
+		}
+		return nil, fmt.Errorf("ib: rc connect to %s: %w", t.connect, err)
+	}
+	c.conn = cn
+	t.m.RC.Connected.Add(1)
+	return c, nil
+}
+
+// dialLoop dials whenever the agent reports the connection lost (or none
+// was made yet), every ResolveRetry until it connects, until Close.
+func (t *rcTransport) dialLoop() {
+	defer t.wg.Done()
+	ctx := t.ctx
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-t.redial:
+		}
+		for {
+			select {
+			case <-t.done:
+				return
+			case <-time.After(ResolveRetry):
+			}
+			c, err := t.dial(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				// refused by the CM: nobody listens yet, the normal
+				// wait; anything else (a subscription refusing this
+				// mtu, no route, no answer) is worth a count
+				if _, ours := rcParseData(refusalData(err)); ours || !errors.Is(err, cm.ErrRefused) {
+					t.m.ResolveErrors.Add(1)
+				}
+				continue
+			}
+			if !t.handOver(rcEvent{c: c, up: true}) {
+				return
+			}
+			t.wg.Add(1)
+			go t.watch(ctx, c, c.conn.ID())
+			break
+		}
+	}
+}
+
+func refusalData(err error) []byte {
+	var ce *cm.Error
+	if errors.As(err, &ce) {
+		return ce.PrivateData
+	}
+	return nil
+}
+
+// anchorDevice resolves t.connect's address once on an id of its own
+// (kept until Close): it holds the device open, so the PD and the
+// transport's registered buffers outlive every connection.
+func (t *rcTransport) anchorDevice(ctx context.Context) error {
+	if t.anchor != nil {
+		return nil
+	}
+	ch, err := cm.NewChannel()
+	if err != nil {
+		return fmt.Errorf("ib: rc connect to %s: %w", t.connect, err)
+	}
+	id, err := ch.CreateID(cm.PortSpaceTCP, uverbs.QPTypeRC)
+	if err == nil {
+		err = id.Resolve(ctx, cm.Addr{}, cm.IPAddr(t.connect))
+	}
+	var pd *uverbs.PD
+	if err == nil {
+		_, pd, err = id.Verbs()
+	}
+	if err != nil {
+		ch.Close()
+		return fmt.Errorf("ib: rc connect to %s: %w", t.connect, err)
+	}
+	mem, err := uverbs.AllocMemory((rcPeerRecv+rcSendSlots)*t.mtu, uverbs.MemoryOptions{})
+	if err != nil {
+		ch.Close()
+		return fmt.Errorf("ib: rc connection buffers: %w", err)
+	}
+	mr, err := pd.RegMR(mem.Bytes(), uverbs.AccessLocalWrite)
+	if err != nil {
+		mem.Close()
+		ch.Close()
+		return fmt.Errorf("ib: register rc connection buffers: %w", err)
+	}
+	t.anchorCh, t.anchor, t.pmem, t.pmr = ch, id, mem, mr
+	return nil
+}
+
+// ---- connection buffers
+
+// allocSend makes c's registered memory: recv receive buffers (a
+// publication's own QP) then rcSendSlots bounce slots, mtu bytes each.
+func (c *rcConn) allocSend(pd *uverbs.PD, recv, mtu int) error {
+	var err error
+	c.recvSlots, c.sendBase = recv, recv*mtu
+	c.head, c.tail, c.nfree = 0, 0, rcSendSlots
+	if c.mem, err = uverbs.AllocMemory((recv+rcSendSlots)*mtu, uverbs.MemoryOptions{}); err != nil {
+		return fmt.Errorf("ib: rc connection buffers: %w", err)
+	}
+	if c.mr, err = pd.RegMR(c.mem.Bytes(), uverbs.AccessLocalWrite); err != nil {
+		return fmt.Errorf("ib: register rc connection buffers: %w", err)
+	}
+	return nil
+}
+
+func (c *rcConn) postRecv(i, mtu int) error {
+	c.rsge[0] = c.mr.SGE(i*mtu, mtu)
+	c.rwr[0] = uverbs.RecvWR{WRID: uint64(i), SGL: c.rsge[:]}
+	if _, err := c.qp.PostRecv(c.rwr[:]); err != nil {
+		return fmt.Errorf("ib: post receive: %w", err)
+	}
+	return nil
+}
+
+// release disconnects and frees everything of c (idempotent): the QP goes
+// to error first so that nothing DMAs into the buffers freed after it.
+func (c *rcConn) release() {
+	if c.close {
+		return
+	}
+	c.close = true
+	if c.conn != nil {
+		_ = c.conn.Disconnect()
+	} else if c.id != nil {
+		_ = c.id.Disconnect()
+	}
+	if c.mr != nil && !c.shared {
+		_ = c.mr.Close()
+	}
+	if c.conn != nil {
+		_ = c.conn.Close()
+	} else if c.id != nil {
+		_ = c.id.Close()
+	}
+	if c.mem != nil && !c.shared {
+		_ = c.mem.Close()
+	}
+}
+
+// ---- agent side
+
+// drain applies the connections handed over since the last call.
+func (t *rcTransport) drain() {
+	for {
+		select {
+		case ev := <-t.evc:
+			t.apply(ev)
+		default:
+			return
+		}
+	}
+}
+
+func (t *rcTransport) apply(ev rcEvent) {
+	c := ev.c
+	if ev.up {
+		if c.closing.Load() {
+			return // its loss follows in the channel
+		}
+		if t.connect.IsValid() && t.cur != nil {
+			// not expected (one dial at a time): keep the connection in use
+			c.closing.Store(true)
+			c.release()
+			return
+		}
+		t.byQPN[c.qp.QPN()], t.byKey[c.key] = c, c
+		if old := t.byAddr[c.addr]; old != nil && old != c {
+			t.drop(old)
+		}
+		t.byAddr[c.addr] = c
+		if t.connect.IsValid() {
+			t.cur = c
+		}
+		return
+	}
+	t.drop(c)
+}
+
+// drop forgets and frees c; a publication dials again.
+func (t *rcTransport) drop(c *rcConn) {
+	c.closing.Store(true)
+	if t.byKey[c.key] == c {
+		delete(t.byKey, c.key)
+		delete(t.byQPN, c.qp.QPN())
+	}
+	if t.byAddr[c.addr] == c {
+		delete(t.byAddr, c.addr)
+	}
+	if t.cur == c {
+		t.cur = nil
+		// its receive completions not yet delivered name buffers the next
+		// connection reposts
+		t.pend, t.pendAt = t.pend[:0], 0
+	}
+	if c.id != nil {
+		t.live.Add(-1)
+	}
+	// The shared CQ may still hold this QP's completions: they find no
+	// connection by key or QPN and are skipped.
+	c.release()
+	if t.connect.IsValid() && t.cur == nil && !t.closed {
+		select {
+		case t.redial <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// fail is the agent's own discovery of a lost connection (a completion in
+// error, a failed post).
+func (t *rcTransport) fail(c *rcConn, cause string) {
+	if c.closing.CompareAndSwap(false, true) {
+		t.m.RC.Lost.Add(1)
+		t.reportLoss(c, cause)
+	}
+	t.drop(c)
+}
+
+// poll reads one batch of cq: send completions free slots of their
+// connection, receive completions are kept for Recv.
+func (t *rcTransport) poll(cq *uverbs.CQ) error {
+	if t.pendAt > 0 {
+		t.pend = t.pend[:copy(t.pend, t.pend[t.pendAt:])]
+		t.pendAt = 0
+	}
+	n, err := cq.Poll(t.wcs[:])
+	if err != nil {
+		t.m.RC.CQErrors.Add(1)
+		if t.cur != nil && cq == t.cur.cq {
+			t.fail(t.cur, "poll its CQ: "+err.Error())
+		} else if !t.pollReported {
+			t.pollReported = true
+			t.m.report(fmt.Errorf("ib: rc poll the shared CQ of %s: %w (not rebuilt: the endpoint receives nothing until its subscriptions are added again)", t.local, err))
+		}
+		return fmt.Errorf("ib: rc poll: %w", err)
+	}
+	for i := range t.wcs[:n] {
+		w := &t.wcs[i]
+		if w.WRID&rcSendWRID == 0 {
+			t.pend = append(t.pend, *w)
+			continue
+		}
+		c := t.byKey[uint32(w.WRID>>16)]
+		if w.Status != uverbs.WCSuccess {
+			t.countErr(w.Status, &t.m.SendErrors)
+			if c != nil {
+				t.fail(c, "send completion "+w.Status.String())
+			}
+			continue
+		}
+		if c == nil {
+			continue // a dropped connection's late completion
+		}
+		k := int(w.WRID & 0xffff)
+		freed := (k + 1 - c.tail + rcSendSlots) % rcSendSlots
+		if freed == 0 {
+			freed = rcSendSlots
+		}
+		c.nfree += freed
+		c.tail = (k + 1) % rcSendSlots
+	}
+	return nil
+}
+
+func (t *rcTransport) countErr(s uverbs.WCStatus, n *atomic.Int64) {
+	if s == uverbs.WCWRFlushErr {
+		t.m.RC.Flushed.Add(1)
+	} else {
+		n.Add(1)
+	}
+}
+
+// Send copies datagrams into the connection's bounce slots and posts them
+// as one work-request list (one doorbell) per postBatch. A full send queue
+// (after one poll of completions) is a short send; a lost connection drops
+// the rest and counts them, as an unconnected UDP path loses them.
+func (t *rcTransport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error) {
+	t.drain()
+	var c *rcConn
+	if t.connect.IsValid() && (!dest.IsValid() || dest == t.connect) {
+		c = t.cur
+	} else {
+		c = t.byAddr[dest]
+	}
+	if c == nil {
+		// no connection (yet, or any more): lost as on an unconnected UDP path
+		t.m.RC.Dropped.Add(int64(len(datagrams)))
+		return len(datagrams), nil
+	}
+	cq := t.cq
+	if c.cq != nil {
+		cq = c.cq
+	}
+	sent := 0
+	for sent < len(datagrams) {
+		if c.nfree == 0 {
+			if err := t.poll(cq); err != nil || c.closing.Load() {
+				// the connection is gone: lost as on an unconnected path
+				t.m.RC.Dropped.Add(int64(len(datagrams) - sent))
+				return len(datagrams), nil
+			}
+			if c.nfree == 0 {
+				return sent, nil // short send: the driver resumes here next duty
+			}
+		}
+		k := 0
+		var tooBig error
+		for k < postBatch && k < c.nfree && sent+k < len(datagrams) {
+			d := datagrams[sent+k]
+			if len(d) > t.mtu {
+				tooBig = fmt.Errorf("ib: frame of %d bytes to %s is above the channel mtu %d", len(d), dest, t.mtu)
+				break
+			}
+			slot := (c.head + k) % rcSendSlots
+			off := c.sendBase + slot*t.mtu
+			copy(c.mem.Bytes()[off:], d)
+			c.ssge[k] = c.mr.SGE(off, len(d))
+			c.swr[k] = uverbs.SendWR{WRID: rcSendWRID | uint64(c.key)<<16 | uint64(slot), Opcode: uverbs.WRSend, SGL: c.ssge[k : k+1]}
+			if slot%signalEvery == signalEvery-1 {
+				c.swr[k].Flags = uverbs.SendSignaled
+			}
+			k++
+		}
+		if k > 0 {
+			n, err := c.qp.PostSend(c.swr[:k])
+			c.head = (c.head + n) % rcSendSlots
+			c.nfree -= n
+			sent += n
+			if err != nil {
+				// the QP left RTS: the connection is gone
+				t.fail(c, "post send: "+err.Error())
+				t.m.RC.Dropped.Add(int64(len(datagrams) - sent))
+				return len(datagrams), nil
+			}
+		}
+		if tooBig != nil {
+			return sent, tooBig
+		}
+	}
+	return sent, nil
+}
+
+func (t *rcTransport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
+	t.drain()
+	cq := t.cq
+	if t.connect.IsValid() {
+		if t.cur == nil {
+			return 0, nil
+		}
+		cq = t.cur.cq
+	}
+	if t.pendAt == len(t.pend) {
+		t.pend, t.pendAt = t.pend[:0], 0
+		if err := t.poll(cq); err != nil {
+			return 0, err
+		}
+	}
+	n := 0
+	for n < maxN && t.pendAt < len(t.pend) {
+		w := t.pend[t.pendAt]
+		t.pendAt++
+		i := int(w.WRID)
+		if t.connect.IsValid() {
+			c := t.cur
+			if c == nil || w.Status != uverbs.WCSuccess {
+				if w.Status != uverbs.WCSuccess {
+					t.countErr(w.Status, &t.m.RecvErrors)
+					if c != nil {
+						t.fail(c, "receive completion "+w.Status.String())
+					}
+				}
+				continue
+			}
+			fn(t, c.mem.Bytes()[i*t.mtu:i*t.mtu+int(w.ByteLen)], t.connect, t.stamp())
+			n++
+			if c.close {
+				continue // fn's reply found the connection lost
+			}
+			if err := c.postRecv(i, t.mtu); err != nil {
+				t.fail(c, "repost a receive: "+err.Error())
+			}
+			continue
+		}
+		// subscription: an SRQ buffer; a completion in error (its QP
+		// lost) returns the buffer too
+		c := t.byQPN[w.QPN]
+		if c == nil && w.Status == uverbs.WCSuccess {
+			t.drain() // handed over after this Recv began
+			c = t.byQPN[w.QPN]
+		}
+		switch {
+		case w.Status != uverbs.WCSuccess:
+			t.countErr(w.Status, &t.m.RecvErrors)
+			if c != nil {
+				t.fail(c, "receive completion "+w.Status.String())
+			}
+		case c == nil:
+			t.m.Unresolved.Add(1)
+		default:
+			fn(t, t.mem.Bytes()[i*t.mtu:i*t.mtu+int(w.ByteLen)], c.addr, t.stamp())
+			n++
+		}
+		if err := t.postSRQ(i); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func (t *rcTransport) stamp() int64 {
+	if t.mediaTS {
+		return time.Now().UnixNano() // software time: completion timestamps are not wired in
+	}
+	return 0
+}
+
+func (t *rcTransport) Reconnect(dest netip.AddrPort) error {
+	if dest == t.connect {
+		return nil
+	}
+	return fmt.Errorf("ib: rc reconnect to %s is not implemented (the publication's endpoint is %s)", dest, t.connect)
+}
+
+func (t *rcTransport) SocketRcvbuf() (int, error) {
+	if t.connect.IsValid() {
+		return rcPeerRecv * t.mtu, nil
+	}
+	return t.ring * t.mtu, nil
+}
+
+func (t *rcTransport) LocalAddr() string { return t.local }
+
+func (t *rcTransport) Binding() string { return string(uri.MediaIB) }
+
+// Close disconnects every connection, stops the goroutines and frees
+// everything.
+func (t *rcTransport) Close() error {
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	t.cancel()
+	t.wg.Wait()
+	t.drain()
+	for _, c := range t.byKey {
+		t.drop(c)
+	}
+	if t.cur != nil {
+		t.drop(t.cur)
+	}
+	var errs []error
+	if t.srq != nil {
+		errs = append(errs, t.srq.Close())
+	}
+	if t.cq != nil {
+		errs = append(errs, t.cq.Close())
+	}
+	if t.mr != nil {
+		errs = append(errs, t.mr.Close())
+	}
+	if t.mem != nil {
+		errs = append(errs, t.mem.Close())
+	}
+	if t.pmr != nil {
+		errs = append(errs, t.pmr.Close())
+	}
+	if t.pmem != nil {
+		errs = append(errs, t.pmem.Close())
+	}
+	// the ids that hold the device open go last: closing them may close
+	// the device's PD
+	if t.lid != nil {
+		errs = append(errs, t.lid.Close())
+	}
+	if t.ch != nil {
+		errs = append(errs, t.ch.Close())
+	}
+	if t.anchor != nil {
+		errs = append(errs, t.anchor.Close(), t.anchorCh.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,423 @@
+//go:build linux
+
+package ib_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/aeron/client"
+	"github.com/ibgo/ibgo/aeron/cnc"
+	"github.com/ibgo/ibgo/aeron/driver"
+	"github.com/ibgo/ibgo/aeron/inspect"
+	"github.com/ibgo/ibgo/aeron/logbuffer"
+	"github.com/ibgo/ibgo/aeron/media/ib"
+	"github.com/ibgo/ibgo/aeron/media/udp"
+	"github.com/ibgo/ibgo/aeron/uri"
+	"github.com/ibgo/ibgo/internal/testutil"
+)
+
+// rcDriver starts a driver with the ib medium (and udp) and a client on it.
+func rcDriver(t *testing.T) (*driver.Driver, *client.Client, *ib.Media) {
+	cfg := driver.DefaultConfig()
+	cfg.Dir = filepath.Join(t.TempDir(), "aeron")
+	cfg.TermBufferLength = 1 << 20
+	cfg.TimerInterval = 50 * time.Millisecond
+	cfg.PublicationLingerTimeout = 100 * time.Millisecond
+	m := ib.New()
+	d, err := driver.Start(cfg, driver.WithMedia(udp.New(udp.Loss{})), driver.WithMedia(m))
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	c, err := client.Connect(context.Background(), client.Options{Dir: d.Dir(), IdleSleep: 100 * time.Microsecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return d, c, m
+}
+
+func requireNoErrorLog(t *testing.T, d *driver.Driver) {
+	f, err := cnc.Open(d.Dir())
+	require.NoError(t, err)
+	defer f.Close()
+	var out bytes.Buffer
+	n, err := inspect.Errors(&out, f, time.UTC)
+	require.NoError(t, err)
+	require.Zero(t, n, "error log: %s", out.String())
+}
+
+func requireCleanRC(t *testing.T, m *ib.Media) {
+	t.Helper()
+	require.Zero(t, m.RecvErrors.Load(), "receive completions in error")
+	require.Zero(t, m.SendErrors.Load(), "send completions in error")
+	require.Zero(t, m.Unresolved.Load(), "frames from an unknown connection")
+	require.Zero(t, m.ResolveErrors.Load(), "failed dials")
+	require.Zero(t, m.RC.Lost.Load(), "connections lost")
+	require.Zero(t, m.RC.Rejected.Load(), "connections rejected")
+	require.Zero(t, m.RC.Flushed.Load(), "flushed work requests")
+	require.Zero(t, m.RC.CQErrors.Load(), "failed CQ polls")
+}
+
+// TestIBRCLoopback: one driver carries aeron:ib with ib-qp=rc (one
+// connection over rxe loopback), aeron:ib with ib-qp=ud and aeron:udp, all
+// three on the same host:port at the same time (three endpoints, not one
+// shared); every message of each arrives once and in order, no counter of
+// the medium moves and the error log stays empty.
+func TestIBRCLoopback(t *testing.T) {
+	vm := testutil.OneNode(t)
+	d, c, m := rcDriver(t)
+	hp := vm.IP + ":24581"
+	rcs := newStream(t, c, "aeron:ib?endpoint="+hp+"|ib-qp=rc|mtu=4096", 256, false)
+	udps := newStream(t, c, "aeron:udp?endpoint="+hp+"|mtu=1408", 256, false)
+	uds := newStream(t, c, "aeron:ib?endpoint="+hp+"|mtu=1024", 256, false)
+
+	const nRC, nUDP, nUD = 100_000, 20_000, 20_000
+	msg := make([]byte, 256)
+	end := time.Now().Add(5 * deadline)
+	start := time.Now()
+	for rcs.next < nRC || udps.next < nUDP || uds.next < nUD {
+		require.False(t, time.Now().After(end), "timed out: rc sent %d got %d, udp sent %d got %d, ud sent %d got %d",
+			rcs.sent, rcs.next, udps.sent, udps.next, uds.sent, uds.next)
+		rcs.step(nRC, msg)
+		udps.step(nUDP, msg)
+		uds.step(nUD, msg)
+	}
+	el := time.Since(start)
+	t.Logf("rc %d + udp %d + ud %d messages of 256 B in %v (rc %.0f msg/s alongside both); frames dropped: %d",
+		nRC, nUDP, nUD, el, float64(nRC)/el.Seconds(), m.RC.Dropped.Load())
+	require.Equal(t, nRC, rcs.next)
+	require.Equal(t, nUDP, udps.next)
+	require.Equal(t, nUD, uds.next)
+	requireCleanRC(t, m)
+	require.EqualValues(t, 1, m.RC.Accepted.Load(), "one connection accepted")
+	require.EqualValues(t, 1, m.RC.Connected.Load(), "one connection dialled")
+	requireNoErrorLog(t, d)
+}
+
+// TestIBRCLargeMTU: ib-qp=rc with mtu=16384 (four fabric packets per frame
+// at the port's 4096, segmented by the QP): 40,000-byte messages,
+// fragmented by Aeron into 16 KiB frames, arrive intact and in order.
+func TestIBRCLargeMTU(t *testing.T) {
+	vm := testutil.OneNode(t)
+	d, c, m := rcDriver(t)
+	ch := "aeron:ib?endpoint=" + vm.IP + ":24583|ib-qp=rc|mtu=16384"
+	ctx := context.Background()
+	sub, err := c.AddSubscription(ctx, ch, 1001)
+	require.NoError(t, err)
+	pub, err := c.AddPublication(ctx, ch, 1001)
+	require.NoError(t, err)
+	end := time.Now().Add(deadline)
+	for !pub.IsConnected() || !sub.IsConnected() {
+		require.False(t, time.Now().After(end), "never connected")
+		time.Sleep(time.Millisecond)
+	}
+	require.EqualValues(t, 16384, pub.MaxPayloadLength()+32, "the publication's mtu")
+
+	const n, size = 2000, 40_000
+	fill := func(b []byte, seq int) {
+		binary.LittleEndian.PutUint64(b, uint64(seq))
+		for i := 8; i < len(b); i++ {
+			b[i] = byte(seq*31 + i)
+		}
+	}
+	want := make([]byte, size)
+	next := 0
+	fh := client.NewFragmentAssembler(func(payload []byte, h *logbuffer.Header) {
+		fill(want, next)
+		require.True(t, bytes.Equal(want, payload), "message %d (%d bytes) not intact", next, len(payload))
+		next++
+	}).Handler()
+	msg := make([]byte, size)
+	sent := 0
+	end = time.Now().Add(5 * deadline)
+	for next < n {
+		require.False(t, time.Now().After(end), "timed out: sent %d got %d", sent, next)
+		if sent < n {
+			fill(msg, sent)
+			if pub.Offer(msg) > 0 {
+				sent++
+			}
+		}
+		sub.Poll(fh, 64)
+	}
+	t.Logf("%d messages of %d B over ib-qp=rc|mtu=16384; frames dropped: %d", n, size, m.RC.Dropped.Load())
+	requireCleanRC(t, m)
+	requireNoErrorLog(t, d)
+}
+
+// TestIBRCSubscriberRestart: a publisher driver keeps offering while the
+// subscriber's driver is closed and another started on the same endpoint:
+// the publication's connection is lost, it dials again until the new
+// driver listens, and the new image receives in order from where it joins.
+func TestIBRCSubscriberRestart(t *testing.T) {
+	vm := testutil.OneNode(t)
+	pd, pc, pm := rcDriver(t)
+	ch := "aeron:ib?endpoint=" + vm.IP + ":24585|ib-qp=rc|mtu=4096"
+	ctx := context.Background()
+	pub, err := pc.AddPublication(ctx, ch, 1001)
+	require.NoError(t, err)
+
+	msg := make([]byte, 256)
+	sent := 0
+	offer := func() {
+		binary.LittleEndian.PutUint64(msg, uint64(sent))
+		if pub.Offer(msg) > 0 {
+			sent++
+		}
+	}
+	// receive runs one subscriber driver until it has n messages in
+	// order from the first it sees, offering all along.
+	receive := func(round, n int) {
+		cfg := driver.DefaultConfig()
+		cfg.Dir = filepath.Join(t.TempDir(), "aeron")
+		cfg.TermBufferLength = 1 << 20
+		cfg.TimerInterval = 50 * time.Millisecond
+		sm := ib.New()
+		d, err := driver.Start(cfg, driver.WithMedia(sm))
+		require.NoError(t, err)
+		defer d.Close()
+		c, err := client.Connect(ctx, client.Options{Dir: d.Dir(), IdleSleep: 100 * time.Microsecond})
+		require.NoError(t, err)
+		defer c.Close()
+		sub, err := c.AddSubscription(ctx, ch, 1001)
+		require.NoError(t, err)
+		first, next := -1, 0
+		fh := client.NewFragmentAssembler(func(payload []byte, h *logbuffer.Header) {
+			got := int(binary.LittleEndian.Uint64(payload))
+			if first < 0 {
+				first, next = got, got
+			}
+			require.Equal(t, next, got, "round %d: message out of order or duplicated", round)
+			next++
+		}).Handler()
+		end := time.Now().Add(2 * deadline)
+		for first < 0 || next-first < n {
+			require.False(t, time.Now().After(end), "round %d timed out: sent %d, first %d next %d; publisher: connected %d lost %d dropped %d",
+				round, sent, first, next, pm.RC.Connected.Load(), pm.RC.Lost.Load(), pm.RC.Dropped.Load())
+			offer()
+			sub.Poll(fh, 64)
+		}
+		t.Logf("round %d: messages %d..%d received in order (publisher sent %d)", round, first, next-1, sent)
+		require.Zero(t, sm.RecvErrors.Load()+sm.SendErrors.Load(), "subscriber's completions in error")
+		require.EqualValues(t, 1, sm.RC.Accepted.Load())
+	}
+	receive(1, 5000)
+	// the first subscriber driver is closed: keep offering a while
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+		offer()
+	}
+	receive(2, 5000)
+	require.GreaterOrEqual(t, pm.RC.Lost.Load(), int64(1), "the publication saw its connection go")
+	require.GreaterOrEqual(t, pm.RC.Connected.Load(), int64(2), "and dialled again")
+	// the loss is in the publisher driver's error log, naming the peer
+	text, _ := errorLog(t, pd)
+	require.Contains(t, text, "rc connection", "publisher error log:\n%s", text)
+	require.Contains(t, text, vm.IP+":24585 lost", "publisher error log:\n%s", text)
+	t.Logf("publisher: connected %d, lost %d, dial failures %d, flushed %d, frames dropped %d",
+		pm.RC.Connected.Load(), pm.RC.Lost.Load(), pm.ResolveErrors.Load(), pm.RC.Flushed.Load(), pm.RC.Dropped.Load())
+}
+
+// TestIBRCMismatchedMTU: a publication whose mtu is above what the
+// subscription's receive buffers hold is refused at connect, with the
+// subscriber's limit in the client's INVALID_CHANNEL error; multicast with
+// rc is refused by the channel rule.
+func TestIBRCMismatchedMTU(t *testing.T) {
+	vm := testutil.OneNode(t)
+	_, c, m := rcDriver(t)
+	ep := "aeron:ib?endpoint=" + vm.IP + ":24587|ib-qp=rc"
+	ctx := context.Background()
+	_, err := c.AddSubscription(ctx, ep+"|mtu=4096", 1001)
+	require.NoError(t, err)
+	_, err = c.AddPublication(ctx, ep+"|mtu=16384", 1001)
+	require.ErrorContains(t, err, "INVALID_CHANNEL")
+	require.ErrorContains(t, err, "the subscription receives frames of at most 4096 bytes, this channel's mtu is 16384")
+	require.EqualValues(t, 1, m.RC.Rejected.Load())
+	require.Zero(t, m.RC.Accepted.Load())
+
+	_, err = c.AddPublication(ctx, "aeron:ib?endpoint=224.0.1.1:24589|ib-qp=rc", 1001)
+	require.ErrorContains(t, err, "INVALID_CHANNEL")
+	require.ErrorContains(t, err, "multicast needs ib-qp=ud: a reliable connection (ib-qp=rc) joins exactly two queue pairs")
+}
+
+// rxeCounter reads one of the soft-RoCE device's hw_counters (0 if absent).
+func rxeCounter(name string) int64 {
+	paths, _ := filepath.Glob("/sys/class/infiniband/*/ports/1/hw_counters/" + name)
+	var sum int64
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		sum += n
+	}
+	return sum
+}
+
+// TestIBRCNetemTwoNodes: ib-qp=rc across the qemu link with tc netem on
+// both guests' ends (5 % loss, 2 % duplication, reordering): the QPs' own
+// retransmission repairs the fabric, so every message arrives once and in
+// order and no connection is lost. Node 1 publishes, node 2 subscribes and
+// reports over TCP when it has everything.
+func TestIBRCNetemTwoNodes(t *testing.T) {
+	vm := testutil.TwoNodes(t)
+	if _, err := exec.LookPath("tc"); err != nil {
+		t.Fatalf("tc is not in the guest image: %v", err)
+	}
+	args := []string{"qdisc", "replace", "dev", vm.Netdev, "root", "netem", "delay", "2ms", "reorder", "25%", "50%", "loss", "5%", "duplicate", "2%"}
+	out, err := exec.Command("tc", args...).CombinedOutput()
+	require.NoError(t, err, "tc %s: %s", strings.Join(args, " "), out)
+	t.Cleanup(func() {
+		out, _ := exec.Command("tc", "-s", "qdisc", "show", "dev", vm.Netdev).CombinedOutput()
+		t.Logf("netem on %s at the end: %s", vm.Netdev, out)
+		_ = exec.Command("tc", "qdisc", "del", "dev", vm.Netdev, "root").Run()
+	})
+	_, c, m := rcDriver(t)
+	ctx := context.Background()
+	const n, donePort = 10_000, 24597
+	if vm.Node == 2 {
+		sub, err := c.AddSubscription(ctx, "aeron:ib?endpoint="+vm.IP+":24595|ib-qp=rc|mtu=4096", 1001)
+		require.NoError(t, err)
+		next := 0
+		fh := client.NewFragmentAssembler(func(payload []byte, h *logbuffer.Header) {
+			require.Equal(t, next, int(binary.LittleEndian.Uint64(payload)), "out of order or duplicated")
+			next++
+		}).Handler()
+		end := time.Now().Add(4 * deadline)
+		for next < n {
+			require.False(t, time.Now().After(end), "received %d of %d", next, n)
+			if sub.Poll(fh, 256) == 0 {
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+		t.Logf("node 2: %d messages in order; rxe: duplicate requests %d, out-of-sequence requests %d",
+			n, rxeCounter("duplicate_request"), rxeCounter("out_of_seq_request"))
+		requireCleanRC(t, m)
+		var conn net.Conn
+		for end := time.Now().Add(deadline); ; {
+			conn, err = net.DialTimeout("tcp", net.JoinHostPort(vm.Peer, strconv.Itoa(donePort)), time.Second)
+			if err == nil || time.Now().After(end) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		require.NoError(t, err, "telling node 1 the subscriber is done")
+		defer conn.Close()
+		_, err = conn.Write([]byte("done\n"))
+		require.NoError(t, err)
+		return
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(vm.IP, strconv.Itoa(donePort)))
+	require.NoError(t, err)
+	defer ln.Close()
+	pub, err := c.AddPublication(ctx, "aeron:ib?endpoint="+vm.Peer+":24595|ib-qp=rc|mtu=4096", 1001)
+	require.NoError(t, err)
+	end := time.Now().Add(2 * deadline)
+	for !pub.IsConnected() {
+		require.False(t, time.Now().After(end), "the subscriber on node 2 never connected")
+		time.Sleep(10 * time.Millisecond)
+	}
+	msg := make([]byte, 256)
+	end = time.Now().Add(4 * deadline)
+	for i := 0; i < n; {
+		binary.LittleEndian.PutUint64(msg, uint64(i))
+		if pub.Offer(msg) > 0 {
+			i++
+		} else {
+			time.Sleep(50 * time.Microsecond)
+		}
+		require.False(t, time.Now().After(end), "timed out offering: sent %d", i)
+	}
+	ln.(*net.TCPListener).SetDeadline(time.Now().Add(4 * deadline))
+	conn, err := ln.Accept()
+	require.NoError(t, err, "waiting for node 2 to report every message")
+	defer conn.Close()
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "done\n", line)
+	retries := rxeCounter("completer_retry_err")
+	t.Logf("node 1: rxe requester retries %d, rnr retries %d; frames dropped on a full send queue %d",
+		retries, rxeCounter("rcvd_rnr_err"), m.RC.Dropped.Load())
+	require.Positive(t, retries, "the loss was repaired by the QP's retransmission")
+	requireCleanRC(t, m)
+}
+
+// TestIBRCTransportRoundTrip drives the two transports directly: a frame
+// from the publication's transport arrives at the subscription's with the
+// connection's address, the reply sent to that address arrives at the
+// publication's from its endpoint, and a round trip allocates nothing.
+func TestIBRCTransportRoundTrip(t *testing.T) {
+	vm := testutil.OneNode(t)
+	m := ib.New()
+	ep := netip.MustParseAddrPort(vm.IP + ":24599")
+	u, err := uri.Parse("aeron:ib?endpoint=" + ep.String() + "|ib-qp=rc|mtu=4096")
+	require.NoError(t, err)
+	p := driver.TransportParams{MTU: 4096, SocketRcvbuf: 128 << 10}
+	sub, err := m.Open(u, ep, netip.AddrPort{}, p, driver.AffinityReceiver)
+	require.NoError(t, err)
+	defer sub.Close()
+	pub, err := m.Open(u, netip.AddrPortFrom(netip.IPv4Unspecified(), 0), ep, p, driver.AffinitySender)
+	require.NoError(t, err)
+	defer pub.Close()
+	require.NotEqual(t, "0.0.0.0:0", pub.LocalAddr(), "connected in Open")
+
+	frame := make([]byte, 3000)
+	for i := range frame {
+		frame[i] = byte(i)
+	}
+	batch := [][]byte{frame}
+	var from, replyFrom netip.AddrPort
+	got, replies, bad := 0, 0, 0
+	onSub := func(_ driver.Transport, buf []byte, f netip.AddrPort, _ int64) {
+		if !bytes.Equal(buf, frame) {
+			bad++
+		}
+		got++
+		from = f
+	}
+	onPub := func(_ driver.Transport, buf []byte, f netip.AddrPort, _ int64) {
+		if len(buf) != len(frame) {
+			bad++
+		}
+		replies++
+		replyFrom = f
+	}
+	roundTrip := func() bool {
+		g, r := got, replies
+		if n, err := pub.Send(netip.AddrPort{}, batch); n != 1 || err != nil {
+			return false
+		}
+		for i := 0; got == g && i < 10_000_000; i++ {
+			sub.Recv(16, onSub)
+		}
+		if n, err := sub.Send(from, batch); n != 1 || err != nil {
+			return false
+		}
+		for i := 0; replies == r && i < 10_000_000; i++ {
+			pub.Recv(16, onPub)
+		}
+		return got == g+1 && replies == r+1
+	}
+	for i := 0; i < 100; i++ { // warm up: the connections are handed over
+		require.True(t, roundTrip(), "round trip %d", i)
+	}
+	require.Equal(t, ep, replyFrom, "replies come from the endpoint")
+	require.Equal(t, pub.LocalAddr(), from.String(), "frames come from the publication's connection")
+	ok := true
+	allocs := testing.AllocsPerRun(1000, func() { ok = roundTrip() && ok })
+	require.True(t, ok)
+	require.Zero(t, bad, "frames not intact")
+	require.Zero(t, allocs, "allocations per round trip")
+	require.Zero(t, m.RC.Dropped.Load()+m.RC.Lost.Load()+m.SendErrors.Load()+m.RecvErrors.Load())
+}
