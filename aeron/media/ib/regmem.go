@@ -142,3 +142,25 @@ func (t *transport) unregisterAll() error {
 	}
 	return errors.Join(errs...)
 }
+
+// dropRegistrations deregisters every region from the endpoint about to be
+// released by a re-resolution (resolve.go): the MRs belong to its PD, and
+// the next endpoint registers them again with its own at its first Send.
+// Sends still posted from them go with the old QP, so nothing is in
+// flight any more.
+func (t *transport) dropRegistrations() error {
+	var errs []error
+	for _, r := range t.regs {
+		if r.mr != nil {
+			errs = append(errs, r.mr.Close())
+			r.mr = nil
+		}
+		r.inFlight = 0
+		if !r.failed && !r.released {
+			t.regsPending = true
+		}
+	}
+	clear(t.slotReg[:])
+	t.unsignalledReg = false
+	return errors.Join(errs...)
+}

@@ -1,6 +1,7 @@
 package ib
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/ibgo/ibgo/aeron/driver"
@@ -53,6 +54,9 @@ func (t *transport) checkSilence(n int) {
 	}
 	t.m.Reresolves.Add(1)
 	a := t.args
+	if err := t.dropRegistrations(); err != nil {
+		t.m.report(fmt.Errorf("ib: re-resolve %s: deregister publication logs: %w", t.connect, err))
+	}
 	_ = t.release() // ready is false from here until the new dial succeeds
 	if t.done == nil {
 		t.done = make(chan struct{})
