@@ -316,6 +316,10 @@ func TestIBRCNetemTwoNodes(t *testing.T) {
 		defer conn.Close()
 		_, err = conn.Write([]byte("done\n"))
 		require.NoError(t, err)
+		// Keep the connection up until node 1 has read its counters: closing
+		// this driver disconnects the QP, which node 1 counts as lost.
+		conn.SetReadDeadline(time.Now().Add(2 * deadline))
+		_, _ = bufio.NewReader(conn).ReadString('\n')
 		return
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(vm.IP, strconv.Itoa(donePort)))
@@ -351,6 +355,8 @@ func TestIBRCNetemTwoNodes(t *testing.T) {
 		retries, rxeCounter("rcvd_rnr_err"), m.RC.Dropped.Load())
 	require.Positive(t, retries, "the loss was repaired by the QP's retransmission")
 	requireCleanRC(t, m)
+	_, err = conn.Write([]byte("checked\n"))
+	require.NoError(t, err, "releasing node 2")
 }
 
 // TestIBRCTransportRoundTrip drives the two transports directly: a frame
