@@ -213,6 +213,9 @@ func (t *transport) dialLoop(opts *cm.UDOptions, p driver.TransportParams, aff d
 			return
 		}
 		t.release()
+		if ctx.Err() != nil {
+			return // Close came during the dial: nothing went wrong
+		}
 		if !errors.Is(err, cm.ErrUnreachable) {
 			t.m.ResolveErrors.Add(1)
 			t.m.report(err)

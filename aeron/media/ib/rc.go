@@ -42,10 +42,18 @@ type RCStats struct {
 	// Accepted counts connections a subscription accepted, Connected
 	// those a publication's dial established.
 	Accepted, Connected atomic.Int64
-	// Lost counts connections that ended other than by Close: the peer
-	// disconnected, the QP went to error (a completion in error), or the
-	// CM reported an error event. The transport drops them; a publication
-	// dials again.
+	// Disconnected counts connections the peer ended in order (the CM's
+	// DISCONNECTED: its subscription or publication closed, its driver
+	// stopped or restarted; the kernel sends the same disconnect when a
+	// process dies). As a vanished aeron:udp peer, it is not an error:
+	// Aeron's liveness and EOS handle the image, a publication dials
+	// again, and nothing goes to the error log.
+	Disconnected atomic.Int64
+	// Lost counts connections that ended abnormally: the QP went to error
+	// (a completion in error, a failed post), the CM reported an error
+	// event, or its event channel failed. Each goes to the driver's error
+	// log with its cause. The transport drops them; a publication dials
+	// again.
 	Lost atomic.Int64
 	// Rejected counts connection requests a subscription refused: more
 	// than RCMaxPeers, or frames larger than its receive buffers.
@@ -377,6 +385,15 @@ func (t *rcTransport) lose(c *rcConn, cause string) {
 	}
 }
 
+// disconnected ends c as the peer asked: counted, not reported (see
+// RCStats.Disconnected), unless the agent already found it lost.
+func (t *rcTransport) disconnected(c *rcConn) {
+	if c.closing.CompareAndSwap(false, true) {
+		t.m.RC.Disconnected.Add(1)
+		t.handOver(rcEvent{c: c})
+	}
+}
+
 // reportLoss records a lost connection in the driver's error log
 // (ErrorReporter): the text names both ends and the cause, no counts.
 func (t *rcTransport) reportLoss(c *rcConn, cause string) {
@@ -398,7 +415,10 @@ func (t *rcTransport) watch(ctx context.Context, c *rcConn, id *cm.ID) {
 		switch ev.Type {
 		case cm.EventEstablished:
 			continue
-		case cm.EventDisconnected, cm.EventDeviceRemoval, cm.EventConnectError, cm.EventUnreachable,
+		case cm.EventDisconnected:
+			t.disconnected(c)
+			return
+		case cm.EventDeviceRemoval, cm.EventConnectError, cm.EventUnreachable,
 			cm.EventRejected, cm.EventAddrChange:
 			t.lose(c, "CM event "+ev.Type.String())
 			return

@@ -203,8 +203,8 @@ func TestIBRCSubscriberRestart(t *testing.T) {
 		}).Handler()
 		end := time.Now().Add(2 * deadline)
 		for first < 0 || next-first < n {
-			require.False(t, time.Now().After(end), "round %d timed out: sent %d, first %d next %d; publisher: connected %d lost %d dropped %d",
-				round, sent, first, next, pm.RC.Connected.Load(), pm.RC.Lost.Load(), pm.RC.Dropped.Load())
+			require.False(t, time.Now().After(end), "round %d timed out: sent %d, first %d next %d; publisher: connected %d disconnected %d lost %d dropped %d",
+				round, sent, first, next, pm.RC.Connected.Load(), pm.RC.Disconnected.Load(), pm.RC.Lost.Load(), pm.RC.Dropped.Load())
 			offer()
 			sub.Poll(fh, 64)
 		}
@@ -218,14 +218,15 @@ func TestIBRCSubscriberRestart(t *testing.T) {
 		offer()
 	}
 	receive(2, 5000)
-	require.GreaterOrEqual(t, pm.RC.Lost.Load(), int64(1), "the publication saw its connection go")
+	require.GreaterOrEqual(t, pm.RC.Disconnected.Load(), int64(1), "the publication saw its connection go")
 	require.GreaterOrEqual(t, pm.RC.Connected.Load(), int64(2), "and dialled again")
-	// the loss is in the publisher driver's error log, naming the peer
-	text, _ := errorLog(t, pd)
-	require.Contains(t, text, "rc connection", "publisher error log:\n%s", text)
-	require.Contains(t, text, vm.IP+":24585 lost", "publisher error log:\n%s", text)
-	t.Logf("publisher: connected %d, lost %d, dial failures %d, flushed %d, frames dropped %d",
-		pm.RC.Connected.Load(), pm.RC.Lost.Load(), pm.ResolveErrors.Load(), pm.RC.Flushed.Load(), pm.RC.Dropped.Load())
+	// a subscriber's driver closing is an orderly disconnect, as a
+	// vanished aeron:udp subscriber: counted, not an error
+	require.Zero(t, pm.RC.Lost.Load(), "connections lost abnormally")
+	text, n := errorLog(t, pd)
+	require.Zero(t, n, "publisher error log:\n%s", text)
+	t.Logf("publisher: connected %d, disconnected %d, dial failures %d, flushed %d, frames dropped %d",
+		pm.RC.Connected.Load(), pm.RC.Disconnected.Load(), pm.ResolveErrors.Load(), pm.RC.Flushed.Load(), pm.RC.Dropped.Load())
 }
 
 // TestIBRCMismatchedMTU: a publication whose mtu is above what the
