@@ -89,7 +89,7 @@ type networkPublication struct {
 	// sender (senderPosition is published through snd-pos)
 	senderPosition  int64
 	senderLimit     int64
-	lastSendNs      int64
+	lastSendNs      int64 // the last data or heartbeat, never a SETUP
 	lastSetupNs     int64
 	shouldSendSetup bool
 	eosSent         bool
@@ -351,8 +351,13 @@ func (p *networkPublication) sendSetup(c *sender) {
 	n, _ := s.Encode(p.ctl[:])
 	p.sendOne(c, p.ctl[:n])
 	p.setSenderLimit(p.fc.onSetup(c.nowNs, p.senderLimit))
+	// Only the SETUP timer: a SETUP is not data, and the heartbeat timer
+	// counts from the last data or heartbeat, as the C driver's
+	// time_of_last_data_or_heartbeat_ns, which
+	// aeron_network_publication_setup_message_check leaves alone. So the
+	// first duty after the first status message with nothing to send
+	// sends a heartbeat, as the C sender does.
 	p.lastSetupNs = c.nowNs
-	p.lastSendNs = c.nowNs
 }
 
 func (p *networkPublication) sendHeartbeat(c *sender) {
