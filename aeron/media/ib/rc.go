@@ -459,7 +459,6 @@ func (t *rcTransport) dial(ctx context.Context) (*rcConn, error) {
 		Param: &cm.ConnParam{PrivateData: rcConnectData(t.mtu), RetryCount: 7, RNRRetryCount: 7},
 		BeforeConnect: func(cn *cm.Conn) error {
 			c.qp, c.cq = cn.QP(), cn.RecvCQ()
-			c.ts = newStamper(t.m, t.mediaTS, vctx, c.cq)
 			for i := 0; i < rcPeerRecv; i++ {
 				if err := c.postRecv(i, t.mtu); err != nil {
 					return err
@@ -480,6 +479,7 @@ func (t *rcTransport) dial(ctx context.Context) (*rcConn, error) {
 		return nil, fmt.Errorf("ib: rc connect to %s: %w", t.connect, err)
 	}
 	c.conn = cn
+	c.ts = newStamper(t.m, t.mediaTS, vctx, c.cq) // before the agent polls c.cq
 	t.m.RC.Connected.Add(1)
 	return c, nil
 }
