@@ -135,6 +135,9 @@ type Dialer struct {
 	Param      *ConnParam   // nil: librdmacm's defaults (device maxima, retry 7, RNR 7)
 	TOS        *uint8       // set before route resolution
 	AckTimeout uint8        // 0: the kernel's
+	// Timestamps asks for completion timestamps on the Conn's own CQ
+	// where the device has a completion clock (QPInitAttr.Timestamps).
+	Timestamps bool
 	// BeforeConnect runs once the QP exists (INIT) and before the request
 	// leaves: post receives here, so the peer's first message finds one.
 	BeforeConnect func(c *Conn) error
@@ -199,7 +202,7 @@ func (d *Dialer) dial(ctx context.Context, dst Addr) (_ *Conn, err error) {
 	if cp == (uverbs.QPCap{}) {
 		cp = DefaultCap
 	}
-	if _, err := id.CreateQP(d.PD, QPInitAttr{SendCQ: d.SendCQ, RecvCQ: d.RecvCQ, SRQ: d.SRQ, Cap: cp}); err != nil {
+	if _, err := id.CreateQP(d.PD, QPInitAttr{SendCQ: d.SendCQ, RecvCQ: d.RecvCQ, SRQ: d.SRQ, Cap: cp, Timestamps: d.Timestamps}); err != nil {
 		return nil, relabel(err, op+": create qp")
 	}
 	if d.BeforeConnect != nil {
@@ -233,6 +236,10 @@ type ListenConfig struct {
 	PD        *uverbs.PD
 	Cap       uverbs.QPCap
 	SRQ       *uverbs.SRQ
+	// Timestamps asks for completion timestamps on each accepted Conn's
+	// own CQ where the device has a completion clock
+	// (QPInitAttr.Timestamps).
+	Timestamps bool
 	// Param are the accept parameters; nil takes the request's responder
 	// resources and initiator depth (clamped to the device), retry 7, RNR 7.
 	Param *ConnParam
@@ -352,7 +359,7 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 	if cp == (uverbs.QPCap{}) {
 		cp = DefaultCap
 	}
-	if _, err := child.CreateQP(l.cfg.PD, QPInitAttr{SRQ: l.cfg.SRQ, Cap: cp}); err != nil {
+	if _, err := child.CreateQP(l.cfg.PD, QPInitAttr{SRQ: l.cfg.SRQ, Cap: cp, Timestamps: l.cfg.Timestamps}); err != nil {
 		return fail(relabel(err, "accept: create qp"))
 	}
 	if l.cfg.BeforeAccept != nil {

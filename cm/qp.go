@@ -286,6 +286,15 @@ type QPInitAttr struct {
 	SRQ            *uverbs.SRQ
 	Cap            uverbs.QPCap
 	SigAll         bool
+	// Timestamps asks for completion timestamps on the CQ the id creates
+	// (when SendCQ or RecvCQ is nil), where the device has a completion
+	// clock (uverbs.Context.CompletionClock): each WC.Timestamp is then
+	// the HCA's completion time. Elsewhere (rxe), or when the kernel
+	// refuses the timestamped CQ or a QP on it (ErrNotSupported: an mlx5
+	// with only the real-time timestamp format), the CQ is made without
+	// them; CQ.Timestamps of the id's CQ says which it got. It has no
+	// effect on CQs the caller gives.
+	Timestamps bool
 }
 
 // CreateQP creates the id's QP on pd (nil: the id's device's shared PD;
@@ -308,17 +317,43 @@ func (id *ID) CreateQP(pd *uverbs.PD, attr QPInitAttr) (*uverbs.QP, error) {
 	if id.QP() != nil {
 		return nil, &Error{Op: "create qp", Err: fmt.Errorf("%v already has a QP", id)}
 	}
-	var own *uverbs.CQ
-	var cc *uverbs.CompChannel
+	stamps := attr.Timestamps && (attr.SendCQ == nil || attr.RecvCQ == nil) && hasCompletionClock(pd.Context())
+	qp, own, cc, err := id.newQP(pd, attr, stamps)
+	if err != nil && stamps && errors.Is(err, uverbs.ErrNotSupported) {
+		// The device has a clock but refused the timestamped CQ, or a QP
+		// on it (mlx5_ib get_ts_format: a device with only the real-time
+		// format): completions without timestamps, as on rxe.
+		qp, own, cc, err = id.newQP(pd, attr, false)
+	}
+	if err != nil {
+		return nil, err
+	}
+	id.mu.Lock()
+	id.qp, id.ownCQ, id.ownCC, id.ownQP = qp, own, cc, true
+	id.mu.Unlock()
+	return qp, nil
+}
+
+// hasCompletionClock: the device stamps completions and its provider
+// converts the stamps (a QUERY_DEVICE; control path only).
+func hasCompletionClock(c *uverbs.Context) bool {
+	_, err := c.CompletionClock()
+	return err == nil
+}
+
+// newQP is CreateQP's work: the id's own CQ (with completion timestamps
+// when stamps) when the caller gave none, the QP, and the moves to INIT
+// (UD: to RTS). On error nothing it made is left.
+func (id *ID) newQP(pd *uverbs.PD, attr QPInitAttr, stamps bool) (_ *uverbs.QP, own *uverbs.CQ, cc *uverbs.CompChannel, err error) {
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
 		n := int(attr.Cap.MaxSendWR + attr.Cap.MaxRecvWR)
 		if cc, err = pd.Context().CreateCompChannel(); err != nil {
-			return nil, &Error{Op: "create qp: its completion channel", Err: err}
+			return nil, nil, nil, &Error{Op: "create qp: its completion channel", Err: err}
 		}
-		own, err = pd.Context().CreateCQ(uverbs.CQInitAttr{CQE: max(n, 1), Channel: cc})
+		own, err = pd.Context().CreateCQ(uverbs.CQInitAttr{CQE: max(n, 1), Channel: cc, Timestamps: stamps})
 		if err != nil {
 			cc.Close()
-			return nil, &Error{Op: "create qp: its CQ", Err: err}
+			return nil, nil, nil, &Error{Op: "create qp: its CQ", Err: err}
 		}
 		if attr.SendCQ == nil {
 			attr.SendCQ = own
@@ -345,12 +380,9 @@ func (id *ID) CreateQP(pd *uverbs.PD, attr QPInitAttr) (*uverbs.QP, error) {
 			own.Close()
 			cc.Close()
 		}
-		return nil, &Error{Op: "create qp", Err: err}
+		return nil, nil, nil, &Error{Op: "create qp", Err: err}
 	}
-	id.mu.Lock()
-	id.qp, id.ownCQ, id.ownCC, id.ownQP = qp, own, cc, true
-	id.mu.Unlock()
-	return qp, nil
+	return qp, own, cc, nil
 }
 
 // SetQP attaches a QP the caller created and keeps (Close does not destroy

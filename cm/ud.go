@@ -85,6 +85,9 @@ type UDOptions struct {
 	SendCQ, RecvCQ *uverbs.CQ
 	Cap            uverbs.QPCap // zero: DefaultCap
 	SigAll         bool
+	// Timestamps asks for completion timestamps on the endpoint's own CQ
+	// where the device has a completion clock (QPInitAttr.Timestamps).
+	Timestamps bool
 	// Source is the local address DialUD resolves from (zero: the route's).
 	Source Addr
 	// PrivateData goes with DialUD's SIDR request (≤180 bytes; the server
@@ -140,7 +143,7 @@ func newUDEndpoint() (*UDEndpoint, error) {
 
 // createQP creates the endpoint's QP (INIT with the CM's Q_Key, RTR, RTS).
 func (e *UDEndpoint) createQP(o *UDOptions) error {
-	_, err := e.id.CreateQP(o.PD, QPInitAttr{SendCQ: o.SendCQ, RecvCQ: o.RecvCQ, Cap: o.cap(), SigAll: o.SigAll})
+	_, err := e.id.CreateQP(o.PD, QPInitAttr{SendCQ: o.SendCQ, RecvCQ: o.RecvCQ, Cap: o.cap(), SigAll: o.SigAll, Timestamps: o.Timestamps})
 	return err
 }
 

@@ -3,6 +3,8 @@ package mlx5
 import (
 	"errors"
 	"fmt"
+	"math"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -45,7 +47,85 @@ func (c *Context) mapClockInfo(fd *sys.FD) {
 	m, err := sys.Mmap(fd, off, sys.Pagesize, syscall.PROT_READ, syscall.MAP_SHARED)
 	if err == nil {
 		c.clockPage = m
+		c.clock.page = unsafe.Pointer(&m[0])
 	}
+}
+
+// hwClock is a context's uverbs.CompletionClock: rdma-core's
+// mlx5dv_get_clock_info + mlx5dv_ts_to_ns over the clock-info page.
+//
+// Lifetime: the page is read under mu's read lock, and Context.Close takes
+// the write lock and forgets the page before it unmaps it, so a conversion
+// racing with Close reports false instead of reading unmapped memory. The
+// read lock is one atomic add; no allocation.
+type hwClock struct {
+	mu   sync.RWMutex
+	page unsafe.Pointer // the mapped mlx5_ib_clock_info; nil: none, or unmapped
+}
+
+// snapshot reads the page (ErrNoClockInfo without one).
+func (h *hwClock) snapshot() (ClockInfo, error) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.page == nil {
+		return ClockInfo{}, ErrNoClockInfo
+	}
+	return readClockInfo(h.page)
+}
+
+// WallNS implements uverbs.CompletionClock. A zero raw stamp (a CQ created
+// without timestamps), a page the kernel is rewriting, one it has not
+// filled (mult 0) or a result beyond int64 report false.
+func (h *hwClock) WallNS(raw uint64) (int64, bool) {
+	if raw == 0 {
+		return 0, false
+	}
+	h.mu.RLock()
+	if h.page == nil {
+		h.mu.RUnlock()
+		return 0, false
+	}
+	ci, err := readClockInfo(h.page)
+	h.mu.RUnlock()
+	if err != nil || ci.Mult == 0 {
+		return 0, false
+	}
+	ns := ci.ToNS(raw)
+	if ns == 0 || ns > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(ns), true
+}
+
+// forget drops the page before Close unmaps it (see hwClock).
+func (h *hwClock) forget() {
+	h.mu.Lock()
+	h.page = nil
+	h.mu.Unlock()
+}
+
+var _ uverbs.CompletionClocker = (*Context)(nil)
+
+// CompletionClock is uverbs.CompletionClocker: the clock-info page the
+// kernel maps read-only (mlx5_ib clock_info_versions V1) converts the
+// free-running HCA time of each CQE (WC.Timestamp of a CQ created with
+// uverbs.CQInitAttr.Timestamps) to the HCA clock's real time, as
+// mlx5dv_ts_to_ns does. Without the page it returns an error wrapping
+// uverbs.ErrNotSupported and ErrNoClockInfo. The clock is the context's:
+// valid until Context.Close, after which it reports false.
+//
+// The kernel gives a CQ created with IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION
+// the free-running format (mlx5_ib qp.c: get_ts_format); a device that has
+// only the real-time format refuses QPs on such a CQ with EOPNOTSUPP.
+func (c *Context) CompletionClock() (uverbs.CompletionClock, error) {
+	c.clock.mu.RLock()
+	ok := c.clock.page != nil
+	c.clock.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: %w (the kernel offered clock_info_versions %#x; V1 is needed)",
+			uverbs.ErrNotSupported, ErrNoClockInfo, c.Resp.ClockInfoVersions)
+	}
+	return &c.clock, nil
 }
 
 // readClockInfo mirrors rdma-core mlx5dv_get_clock_info: a seqlock read of
@@ -93,16 +173,13 @@ func (ci *ClockInfo) ToNS(ts uint64) uint64 {
 }
 
 // Clock returns a snapshot of the context's clock-info page. Safe to call
-// concurrently.
+// concurrently, also with Context.Close (then ErrNoClockInfo).
 func Clock(uc *uverbs.Context) (ClockInfo, error) {
 	c, ok := uc.Provider().(*Context)
 	if !ok {
 		return ClockInfo{}, fmt.Errorf("%w: not an mlx5 context", uverbs.ErrNotSupported)
 	}
-	if c.clockPage == nil {
-		return ClockInfo{}, ErrNoClockInfo
-	}
-	return readClockInfo(unsafe.Pointer(&c.clockPage[0]))
+	return c.clock.snapshot()
 }
 
 // PollTimestamps polls an mlx5 CQ like CQ.Poll and also stores each

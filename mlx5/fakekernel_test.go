@@ -49,6 +49,10 @@ type fakeKernel struct {
 	resized int                         // RESIZE_CQ commands that moved a ring
 	methods [][2]uint16                 // ioctl (object, method) pairs seen, in order
 	cqFlags []uint32                    // create-CQ flags seen, in order
+	tsMask  uint64                      // EX_QUERY_DEVICE's completion_timestamp_mask (mlx5_ib: 2^63-1)
+	// noClockInfo: alloc_ucontext offers no clock-info page (an mlx5_ib
+	// without clock_info_versions V1)
+	noClockInfo bool
 }
 
 const fakeUverbsPath = "/ibgo-fake/infiniband/uverbs0"
@@ -57,7 +61,7 @@ func newFakeKernel(t testing.TB, ioctl bool) *fakeKernel {
 	k := &fakeKernel{t: t, path: fakeUverbsPath, raw: -1, dev: newDevModel(), next: 1, qpn: 0x1a0, cqn: 0x400,
 		uar: map[int64][]byte{}, mrs: map[uint32]uint32{}, qpDest: map[uint32]uint32{}, handles: map[uint32]uint32{},
 		bfreg: 2, qpReq: map[uint32]abi.Mlx5CreateQP{}, ioctl: ioctl,
-		cqBuf: map[uint32]uint64{}}
+		cqBuf: map[uint32]uint64{}, tsMask: 1<<63 - 1}
 	restore, err := sys.InstallFakeKernel(k)
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -387,6 +391,16 @@ func (k *fakeKernel) command(cmd uint32, ext bool, body, uhwIn, out, uhwOut []by
 		k.asyncW = w
 		put(out, abi.GetContextResp{AsyncFD: uint32(r.Int()), NumCompVectors: 1})
 		put(uhwOut, k.ctxResp())
+	case abi.IB_USER_VERBS_CMD_QUERY_DEVICE:
+		// mlx5_ib_query_device's clock: hca_core_clock from the device
+		// (156.25 MHz here), timestamp_mask 2^63-1.
+		base := abi.QueryDeviceResp{VendorID: 0x02c9, VendorPartID: 4119, MaxCQE: 1 << 22, MaxQPWR: 1 << 15, PhysPortCnt: 1}
+		if ext {
+			put(out, abi.ExQueryDeviceResp{Base: base, ResponseLength: uint32(unsafe.Sizeof(abi.ExQueryDeviceResp{})),
+				TimestampMask: k.tsMask, HCACoreClock: 156250})
+		} else {
+			put(out, base)
+		}
 	case abi.IB_USER_VERBS_CMD_ALLOC_PD:
 		put(out, abi.AllocPDResp{PDHandle: hnd})
 	case abi.IB_USER_VERBS_CMD_REG_MR:
@@ -453,7 +467,9 @@ func (k *fakeKernel) command(cmd uint32, ext bool, body, uhwIn, out, uhwOut []by
 // the clock-info page offered.
 func (k *fakeKernel) ctxResp() abi.Mlx5AllocUcontextResp {
 	resp := *testCtxResp()
-	resp.ClockInfoVersions = 1 << clockInfoV1
+	if !k.noClockInfo {
+		resp.ClockInfoVersions = 1 << clockInfoV1
+	}
 	return resp
 }
 

@@ -48,7 +48,8 @@ type Context struct {
 	freeBF  []*bfReg // dedicated bfregs not in use by a QP
 	cqBF    *bfReg   // the UAR CQs arm through (dynamic mode)
 
-	clockPage []byte // the kernel's mlx5_ib_clock_info, read-only
+	clockPage []byte  // the kernel's mlx5_ib_clock_info, read-only
+	clock     hwClock // reads clockPage (clock.go); Close forgets it before unmapping
 }
 
 // Defaults of rdma-core providers/mlx5/mlx5.c: mlx5_alloc_context.
@@ -177,6 +178,7 @@ func (c *Context) FormatFWVer(raw uint64) string {
 
 // Close unmaps the UAR and doorbell-record pages.
 func (c *Context) Close() error {
+	c.clock.forget() // before the page goes: conversions racing with Close report false
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var first error

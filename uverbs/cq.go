@@ -121,7 +121,9 @@ type CQInitAttr struct {
 	// Timestamps asks for the HCA's completion time in WC.Timestamp
 	// (rdma-core ibv_create_cq_ex with IBV_WC_EX_WITH_COMPLETION_TIMESTAMP:
 	// IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION). A device without it refuses
-	// the CQ (rxe: EOPNOTSUPP).
+	// the CQ (rxe: EOPNOTSUPP, which matches ErrNotSupported);
+	// Context.CompletionClock tells beforehand, and converts the stamps to
+	// wall-clock time.
 	Timestamps bool
 	// WCFlags are the completion fields the program reads through the
 	// extended poll (StartPoll and the Read* getters), as ibv_create_cq_ex's
@@ -149,6 +151,7 @@ type CQ struct {
 	compEvents atomic.Uint32
 	acked      atomic.Uint32
 	wcFlags    WCExFlags
+	stamps     bool   // created with completion timestamps (Timestamps)
 	poll       cqPoll // the extended poll's current completion
 }
 
@@ -200,7 +203,7 @@ func (c *Context) CreateCQ(attr CQInitAttr) (*CQ, error) {
 		return nil, opErr(c.dev.Name, op, err)
 	}
 	defer c.mu.Unlock()
-	cq := &CQ{drv: drv, channel: attr.Channel, wcFlags: attr.WCFlags}
+	cq := &CQ{drv: drv, channel: attr.Channel, wcFlags: attr.WCFlags, stamps: attr.Timestamps}
 	channelFD := int32(-1)
 	if attr.Channel != nil {
 		channelFD = int32(attr.Channel.FD())

@@ -235,7 +235,7 @@ type WC struct {
 	SL           uint8
 	DLIDPathBits uint8
 	// Timestamp is the raw HCA completion time (free-running device clock
-	// ticks; mlx5: mlx5.Clock and ClockInfo.ToNS convert it to real time),
-	// 0 unless the CQ was created with CQInitAttr.Timestamps.
+	// ticks; Context.CompletionClock converts it to wall-clock time), 0
+	// unless the CQ was created with CQInitAttr.Timestamps.
 	Timestamp uint64
 }

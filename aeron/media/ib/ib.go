@@ -54,6 +54,8 @@ type Media struct {
 	handler atomic.Pointer[func(error)] // the driver's error handler (errors.go)
 	// RC counts the ib-qp=rc connections' events (rc.go).
 	RC RCStats
+	// MediaClock counts hardware and software media timestamps (stamp.go).
+	MediaClock MediaClockStats
 }
 
 // New returns the ib medium.
@@ -128,7 +130,8 @@ func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.
 	// chooses it); maxRing is far below rxe's and mlx5's limits, and the
 	// number posted is clamped to the device's below.
 	ring := ringSize(window, 1024, 0, 0)
-	opts := &cm.UDOptions{Cap: uverbs.QPCap{MaxSendWR: sendSlots, MaxRecvWR: uint32(ring), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: wantInline}}
+	opts := &cm.UDOptions{Cap: uverbs.QPCap{MaxSendWR: sendSlots, MaxRecvWR: uint32(ring), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: wantInline},
+		Timestamps: p.MediaTimestamps}
 	if connect.IsValid() {
 		t.connect = connect
 		err := t.dial(context.Background(), opts, p, aff, window, ring)
@@ -255,8 +258,9 @@ type transport struct {
 	sendHead int // next send slot
 	sendFree int // send slots not in flight
 	sendTail int // oldest send slot in flight
-	mediaTS  bool
 	inline   int // the QP's max inline data
+
+	stamp stamper // media receive timestamps (stamp.go)
 
 	// registered memory (regmem.go): the driver's publication logs,
 	// registered at the first Send after the endpoint is ready; slotReg
@@ -323,7 +327,7 @@ func (t *transport) setup(p driver.TransportParams, aff driver.Affinity, window,
 	t.slot = uverbs.GRHLen + t.payload
 	t.sendBase = t.ring * t.slot
 	t.sendFree, t.sendHead, t.sendTail = sendSlots, 0, 0
-	t.mediaTS = p.MediaTimestamps
+	t.stamp = newStamper(t.m, p.MediaTimestamps, t.vctx, t.cq)
 	t.inline = int(t.qp.Cap().MaxInlineData)
 	t.pending = make([]uverbs.WC, 0, t.ring)
 	if t.mem, err = uverbs.AllocMemory((t.ring+sendSlots)*t.slot, uverbs.MemoryOptions{}); err != nil {
@@ -550,13 +554,7 @@ func (t *transport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 		buf := t.mem.Bytes()[i*t.slot : (i+1)*t.slot]
 		if w.Status == uverbs.WCSuccess && int(w.ByteLen) >= uverbs.GRHLen {
 			if from, ok := t.source(&w, buf[:uverbs.GRHLen]); ok {
-				var ts int64
-				if t.mediaTS {
-					// software receive time: completion timestamps
-					// (mlx5) are not wired in yet
-					ts = time.Now().UnixNano()
-				}
-				fn(t, buf[uverbs.GRHLen:w.ByteLen], from, ts)
+				fn(t, buf[uverbs.GRHLen:w.ByteLen], from, t.stamp.stamp(w.Timestamp))
 				n++
 			}
 		} else if w.Status != uverbs.WCSuccess {

@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,46 +157,66 @@ func TestIBPublicationBeforeSubscription(t *testing.T) {
 }
 
 // TestIBMediaTimestamp: with media-rcv-ts-offset=reserved the first
-// message of each datagram arrives with the software receive time of the
-// datagram in its reserved value (rxe has no completion timestamps).
+// message of each datagram arrives with the receive time of the datagram
+// in its reserved value, over ib-qp=ud and ib-qp=rc. rxe has no completion
+// clock (uverbs.Context.CompletionClock refuses): the CQs are made without
+// timestamps (no refused CQ, no error) and the times are software ones,
+// counted in Media.MediaClock.Software.
 func TestIBMediaTimestamp(t *testing.T) {
 	vm := testutil.OneNode(t)
-	cfg := driver.DefaultConfig()
-	cfg.Dir = filepath.Join(t.TempDir(), "aeron")
-	cfg.TermBufferLength = 1 << 20
-	cfg.TimerInterval = 50 * time.Millisecond
-	d, err := driver.Start(cfg, driver.WithMedia(ib.New()))
-	require.NoError(t, err)
-	t.Cleanup(func() { d.Close() })
-	c, err := client.Connect(context.Background(), client.Options{Dir: d.Dir(), IdleSleep: 100 * time.Microsecond})
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
+	for i, qp := range []string{"ud", "rc"} {
+		t.Run(qp, func(t *testing.T) {
+			cfg := driver.DefaultConfig()
+			cfg.Dir = filepath.Join(t.TempDir(), "aeron")
+			cfg.TermBufferLength = 1 << 20
+			cfg.TimerInterval = 50 * time.Millisecond
+			m := ib.New()
+			var reported []error
+			var mu sync.Mutex
+			m.SetErrorHandler(func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() })
+			d, err := driver.Start(cfg, driver.WithMedia(m))
+			require.NoError(t, err)
+			t.Cleanup(func() { d.Close() })
+			c, err := client.Connect(context.Background(), client.Options{Dir: d.Dir(), IdleSleep: 100 * time.Microsecond})
+			require.NoError(t, err)
+			t.Cleanup(func() { c.Close() })
 
-	start := time.Now().UnixNano()
-	s := newStream(t, c, "aeron:ib?endpoint="+vm.IP+":24579|mtu=1024|media-rcv-ts-offset=reserved", 64, false)
-	var stamps []int64
-	inner := s.fh
-	s.fh = func(payload []byte, h *logbuffer.Header) {
-		stamps = append(stamps, h.ReservedValue())
-		inner(payload, h)
+			start := time.Now().UnixNano()
+			ch := fmt.Sprintf("aeron:ib?endpoint=%s:%d|mtu=1024|ib-qp=%s|media-rcv-ts-offset=reserved", vm.IP, 24579+i, qp)
+			s := newStream(t, c, ch, 64, false)
+			var stamps []int64
+			inner := s.fh
+			s.fh = func(payload []byte, h *logbuffer.Header) {
+				stamps = append(stamps, h.ReservedValue())
+				inner(payload, h)
+			}
+			msg := make([]byte, 64)
+			end := time.Now().Add(deadline)
+			for s.next < 1000 {
+				require.False(t, time.Now().After(end), "timed out: sent %d got %d", s.sent, s.next)
+				s.step(1000, msg)
+			}
+			stop := time.Now().UnixNano()
+			require.Len(t, stamps, 1000)
+			// the first message of each datagram carries it (as the C driver
+			// stamps), the others keep the publisher's reserved value 0
+			stamped := 0
+			for i, ts := range stamps {
+				if ts != 0 {
+					stamped++
+					require.True(t, ts >= start && ts <= stop, "message %d: media timestamp %d not within the run [%d, %d]", i, ts, start, stop)
+				}
+			}
+			require.NotZero(t, stamped, "no message carries a media receive timestamp")
+			t.Logf("%d of 1000 messages first in their datagram and stamped", stamped)
+			// the subscription's receive CQ and the publication's (its
+			// connection's, for rc) asked and got software time
+			require.GreaterOrEqual(t, m.MediaClock.Software.Load(), int64(2), "receive CQs stamping in software")
+			require.Zero(t, m.MediaClock.Hardware.Load(), "rxe has no completion clock")
+			require.Zero(t, m.MediaClock.Fallbacks.Load())
+			mu.Lock()
+			require.Empty(t, reported, "a device without a clock is not an error")
+			mu.Unlock()
+		})
 	}
-	msg := make([]byte, 64)
-	end := time.Now().Add(deadline)
-	for s.next < 1000 {
-		require.False(t, time.Now().After(end), "timed out: sent %d got %d", s.sent, s.next)
-		s.step(1000, msg)
-	}
-	stop := time.Now().UnixNano()
-	require.Len(t, stamps, 1000)
-	// the first message of each datagram carries it (as the C driver
-	// stamps), the others keep the publisher's reserved value 0
-	stamped := 0
-	for i, ts := range stamps {
-		if ts != 0 {
-			stamped++
-			require.True(t, ts >= start && ts <= stop, "message %d: media timestamp %d not within the run [%d, %d]", i, ts, start, stop)
-		}
-	}
-	require.NotZero(t, stamped, "no message carries a media receive timestamp")
-	t.Logf("%d of 1000 messages first in their datagram and stamped", stamped)
 }

@@ -68,7 +68,8 @@ func (m *Media) openMulticast(ch *uri.ChannelURI, bind, connect netip.AddrPort, 
 	t := &transport{m: m, peers: map[netip.AddrPort]*cm.UDPeer{}, keys: map[peerKey]netip.AddrPort{}, connect: connect}
 	window := max(p.SocketRcvbuf, 128<<10)
 	ring := ringSize(window, 1024, 0, 0)
-	opts := &cm.UDOptions{Cap: uverbs.QPCap{MaxSendWR: sendSlots, MaxRecvWR: uint32(ring), MaxSendSGE: 1, MaxRecvSGE: 1}}
+	opts := &cm.UDOptions{Cap: uverbs.QPCap{MaxSendWR: sendSlots, MaxRecvWR: uint32(ring), MaxSendSGE: 1, MaxRecvSGE: 1},
+		Timestamps: p.MediaTimestamps}
 	ctx, cancel := context.WithTimeout(context.Background(), ResolveTimeout)
 	defer cancel()
 	if t.ep, err = cm.OpenUD(ctx, local.String(), opts); err != nil {

@@ -145,6 +145,8 @@ type rcConn struct {
 	rsge              [1]uverbs.SGE
 	shared            bool // mem and mr are the transport's (publication side)
 	close             bool
+
+	ts stamper // publication side: media timestamps of cq's frames
 }
 
 // rcEvent hands a connection to the agent (up) or tells it one is lost.
@@ -205,6 +207,7 @@ type rcTransport struct {
 	closed bool
 	// pollReported: the shared CQ's failure is in the error log already
 	pollReported bool
+	ts           stamper // subscription side: media timestamps of the shared CQ's frames
 }
 
 const rcSendWRID = 1 << 62
@@ -263,9 +266,10 @@ func (t *rcTransport) openSubscription() error {
 	if t.ring < 1 {
 		return fmt.Errorf("ib: rc listen on %s: the device's CQ (%d entries) cannot hold %d connections' send queues", t.bind, da.MaxCQE, RCMaxPeers)
 	}
-	if t.cq, err = vctx.CreateCQ(uverbs.CQInitAttr{CQE: t.ring + RCMaxPeers*rcSendSlots}); err != nil {
+	if t.cq, err = stampedCQ(vctx, pd, uverbs.CQInitAttr{CQE: t.ring + RCMaxPeers*rcSendSlots}, t.mediaTS); err != nil {
 		return fmt.Errorf("ib: rc shared CQ: %w", err)
 	}
+	t.ts = newStamper(t.m, t.mediaTS, vctx, t.cq)
 	if t.srq, err = pd.CreateSRQ(uverbs.SRQInitAttr{MaxWR: uint32(t.ring), MaxSGE: 1}); err != nil {
 		return fmt.Errorf("ib: rc shared receive queue of %d: %w", t.ring, err)
 	}
@@ -468,7 +472,7 @@ func (t *rcTransport) dial(ctx context.Context) (*rcConn, error) {
 	}
 	c := &rcConn{key: t.keys.Add(1), addr: t.connect, mem: t.pmem, mr: t.pmr, shared: true,
 		recvSlots: rcPeerRecv, sendBase: rcPeerRecv * t.mtu, nfree: rcSendSlots}
-	_, pd, _ := t.anchor.Verbs()
+	vctx, pd, _ := t.anchor.Verbs()
 	d := cm.Dialer{
 		PD:    pd,
 		Cap:   uverbs.QPCap{MaxSendWR: rcSendSlots, MaxRecvWR: rcPeerRecv, MaxSendSGE: 1, MaxRecvSGE: 1},
@@ -483,6 +487,7 @@ func (t *rcTransport) dial(ctx context.Context) (*rcConn, error) {
 			return nil
 		},
 	}
+	d.Timestamps = t.mediaTS // hardware receive times where the device has a clock (stamp.go)
 	cn, err := d.Dial(ctx, cm.IPAddr(t.connect))
 	if err != nil {
 		var ce *cm.Error
@@ -494,6 +499,7 @@ func (t *rcTransport) dial(ctx context.Context) (*rcConn, error) {
 		return nil, fmt.Errorf("ib: rc connect to %s: %w", t.connect, err)
 	}
 	c.conn = cn
+	c.ts = newStamper(t.m, t.mediaTS, vctx, c.cq) // before the agent polls c.cq
 	t.m.RC.Connected.Add(1)
 	return c, nil
 }
@@ -869,7 +875,7 @@ func (t *rcTransport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 				}
 				continue
 			}
-			fn(t, c.mem.Bytes()[i*t.mtu:i*t.mtu+int(w.ByteLen)], t.connect, t.stamp())
+			fn(t, c.mem.Bytes()[i*t.mtu:i*t.mtu+int(w.ByteLen)], t.connect, c.ts.stamp(w.Timestamp))
 			n++
 			if c.close {
 				continue // fn's reply found the connection lost
@@ -895,7 +901,7 @@ func (t *rcTransport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 		case c == nil:
 			t.m.Unresolved.Add(1)
 		default:
-			fn(t, t.mem.Bytes()[i*t.mtu:i*t.mtu+int(w.ByteLen)], c.addr, t.stamp())
+			fn(t, t.mem.Bytes()[i*t.mtu:i*t.mtu+int(w.ByteLen)], c.addr, t.ts.stamp(w.Timestamp))
 			n++
 		}
 		if err := t.postSRQ(i); err != nil {
@@ -903,13 +909,6 @@ func (t *rcTransport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-func (t *rcTransport) stamp() int64 {
-	if t.mediaTS {
-		return time.Now().UnixNano() // software time: completion timestamps are not wired in
-	}
-	return 0
 }
 
 func (t *rcTransport) Reconnect(dest netip.AddrPort) error {
