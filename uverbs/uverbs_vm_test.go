@@ -16,6 +16,7 @@ import (
 
 	"github.com/ibgo/ibgo/internal/abi"
 	"github.com/ibgo/ibgo/internal/testutil"
+	_ "github.com/ibgo/ibgo/mlx5" // so uverbs.test runs on a ConnectX (docs/hardware.md)
 	_ "github.com/ibgo/ibgo/rxe"
 	"github.com/ibgo/ibgo/uverbs"
 )
