@@ -90,6 +90,15 @@ const (
 // rcRingSize is the number of SRQ buffers of a subscription: ringSize's
 // rule on MTU-sized buffers, clamped to the device's SRQ depth and to the
 // CQ that must also hold RCMaxPeers send queues.
+// RCAckTimeout is the ACK timeout a publication's RC queue pair waits
+// before it retransmits (4.096 µs × 2^RCAckTimeout; 14 is 67 ms, the
+// value perftest and most RDMA applications use). 0 keeps the kernel's,
+// which rdma_cm derives from the route's packet lifetime (on RoCE about
+// 0.5 s): with it, a lossy link stalled the stream for longer than
+// Aeron's image liveness timeout (TestIBRCNetemTwoNodes on 6.12). Set it
+// before the driver starts.
+var RCAckTimeout uint8 = 14
+
 func rcRingSize(window, mtu int, maxSRQWR, maxCQE uint32) int {
 	n := ringSize(window, mtu, maxSRQWR, 0)
 	if maxCQE > 0 {
@@ -474,9 +483,10 @@ func (t *rcTransport) dial(ctx context.Context) (*rcConn, error) {
 		recvSlots: rcPeerRecv, sendBase: rcPeerRecv * t.mtu, nfree: rcSendSlots}
 	vctx, pd, _ := t.anchor.Verbs()
 	d := cm.Dialer{
-		PD:    pd,
-		Cap:   uverbs.QPCap{MaxSendWR: rcSendSlots, MaxRecvWR: rcPeerRecv, MaxSendSGE: 1, MaxRecvSGE: 1},
-		Param: &cm.ConnParam{PrivateData: rcConnectData(t.mtu), RetryCount: 7, RNRRetryCount: 7},
+		PD:         pd,
+		Cap:        uverbs.QPCap{MaxSendWR: rcSendSlots, MaxRecvWR: rcPeerRecv, MaxSendSGE: 1, MaxRecvSGE: 1},
+		Param:      &cm.ConnParam{PrivateData: rcConnectData(t.mtu), RetryCount: 7, RNRRetryCount: 7},
+		AckTimeout: RCAckTimeout,
 		BeforeConnect: func(cn *cm.Conn) error {
 			c.qp, c.cq = cn.QP(), cn.RecvCQ()
 			for i := 0; i < rcPeerRecv; i++ {

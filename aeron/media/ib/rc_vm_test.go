@@ -291,8 +291,14 @@ func TestIBRCNetemTwoNodes(t *testing.T) {
 		sub, err := c.AddSubscription(ctx, "aeron:ib?endpoint="+vm.IP+":24595|ib-qp=rc|mtu=4096", 1001)
 		require.NoError(t, err)
 		next := 0
+		// the longest wait between two polls that delivered something: a
+		// stall longer than the image liveness timeout ends the image
+		last, stall := time.Now(), time.Duration(0)
 		fh := client.NewFragmentAssembler(func(payload []byte, h *logbuffer.Header) {
-			require.Equal(t, next, int(binary.LittleEndian.Uint64(payload)), "out of order or duplicated")
+			require.Equal(t, next, int(binary.LittleEndian.Uint64(payload)),
+				"out of order or duplicated (session %d, position %d; longest stall %v, this one %v; rc disconnected %d lost %d; rxe duplicate requests %d, out-of-sequence %d, rnr sent %d)",
+				h.SessionID(), h.Position(), stall, time.Since(last), m.RC.Disconnected.Load(), m.RC.Lost.Load(),
+				rxeCounter("duplicate_request"), rxeCounter("out_of_seq_request"), rxeCounter("send_rnr_err"))
 			next++
 		}).Handler()
 		end := time.Now().Add(4 * deadline)
@@ -300,8 +306,14 @@ func TestIBRCNetemTwoNodes(t *testing.T) {
 			require.False(t, time.Now().After(end), "received %d of %d", next, n)
 			if sub.Poll(fh, 256) == 0 {
 				time.Sleep(100 * time.Microsecond)
+			} else {
+				if next > 0 {
+					stall = max(stall, time.Since(last))
+				}
+				last = time.Now()
 			}
 		}
+		t.Logf("node 2: longest stall between deliveries %v", stall)
 		t.Logf("node 2: %d messages in order; rxe: duplicate requests %d, out-of-sequence requests %d",
 			n, rxeCounter("duplicate_request"), rxeCounter("out_of_seq_request"))
 		requireCleanRC(t, m)
