@@ -67,6 +67,7 @@ func requireCleanRC(t *testing.T, m *ib.Media) {
 	require.Zero(t, m.RC.Rejected.Load(), "connections rejected")
 	require.Zero(t, m.RC.Flushed.Load(), "flushed work requests")
 	require.Zero(t, m.RC.CQErrors.Load(), "failed CQ polls")
+	require.Zero(t, m.CQRebuilds.Load(), "CQs rebuilt")
 }
 
 // TestIBRCLoopback: one driver carries aeron:ib with ib-qp=rc (one
