@@ -145,3 +145,52 @@ func TestIBRCCQFailureRecovered(t *testing.T) {
 	t.Logf("subscriber: NAKs sent %d, connections lost %d; publisher: connected %d, lost %d, frames dropped %d",
 		systemCounter(t, ds, "NAKs sent"), ms.RC.Lost.Load(), mp.RC.Connected.Load(), mp.RC.Lost.Load(), mp.RC.Dropped.Load())
 }
+
+// TestIBMulticastCQFailureRecovered: the same on a UD multicast channel:
+// the subscriber's CQ fails, then the publisher's; each leaves its groups,
+// opens a new endpoint on the interface and joins them again, and every
+// message arrives once and in order.
+func TestIBMulticastCQFailureRecovered(t *testing.T) {
+	vm := testutil.OneNode(t)
+	dp, mp := startCapture(t)
+	ds, ms := startCapture(t)
+	ch := "aeron:ib?endpoint=239.1.7.7:24605|interface=" + vm.IP + "|mtu=1024"
+	ctx := context.Background()
+	sub, err := connectTo(t, ds).AddSubscription(ctx, ch, 1001)
+	require.NoError(t, err)
+	pub, err := connectTo(t, dp).AddPublication(ctx, ch, 1001)
+	require.NoError(t, err)
+	waitUntil(t, "connected", deadline, func() bool { return pub.IsConnected() && sub.IsConnected() })
+	require.Len(t, ms.transports(), 1)
+	require.Len(t, mp.transports(), 1)
+
+	const n, size = 30_000, 512
+	r := newReceiver(sub, 0)
+	done := make(chan error, 1)
+	go func() { done <- r.until(n, 5*deadline) }()
+	offerSized(t, pub, 0, 10_000, size, 5*deadline)
+	ib.FailNextPoll(ms.transports()[0])
+	waitUntil(t, "the subscriber's rebuild", deadline, func() bool { return ms.CQRebuilds.Load() == 1 })
+	offerSized(t, pub, 10_000, 20_000, size, 5*deadline)
+	zc := mp.ZeroCopy.Load()
+	ib.FailNextPoll(mp.transports()[0])
+	waitUntil(t, "the publisher's rebuild", deadline, func() bool { return mp.CQRebuilds.Load() == 1 })
+	offerSized(t, pub, 20_000, n, size, 5*deadline)
+	require.NoError(t, <-done)
+
+	for name, m := range map[string]*capture{"subscriber": ms, "publisher": mp} {
+		require.EqualValues(t, 1, m.CQErrors.Load(), "%s: one CQ failure", name)
+		require.EqualValues(t, 1, m.CQRebuilds.Load(), "%s: one rebuild", name)
+		require.Zero(t, m.SendErrors.Load(), "%s: send completions in error (stale keys?)", name)
+		require.Zero(t, m.RecvErrors.Load(), "%s: receive completions in error", name)
+	}
+	require.Greater(t, mp.ZeroCopy.Load(), zc, "the rebuilt publisher posts from its log again")
+	for name, d := range map[string]*driver.Driver{"subscriber": ds, "publisher": dp} {
+		log, k := errorLog(t, d)
+		require.Equal(t, 1, k, "%s: one distinct error: %s", name, log)
+		require.Contains(t, log, "failed (poll: injected CQ failure (test hook)); it joins its groups again with a new QP and CQ", name)
+	}
+	text, _ := errorLog(t, ds)
+	require.Contains(t, text, "ib: the CQ of UD endpoint 239.1.7.7:24605 on "+vm.IP+" failed")
+	t.Logf("subscriber: NAKs sent %d; publisher: retransmits sent %d", systemCounter(t, ds, "NAKs sent"), systemCounter(t, dp, "Retransmits sent"))
+}
