@@ -5,6 +5,7 @@ package ib_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 
@@ -193,4 +194,66 @@ func TestIBMulticastCQFailureRecovered(t *testing.T) {
 	text, _ := errorLog(t, ds)
 	require.Contains(t, text, "ib: the CQ of UD endpoint 239.1.7.7:24605 on "+vm.IP+" failed")
 	t.Logf("subscriber: NAKs sent %d; publisher: retransmits sent %d", systemCounter(t, ds, "NAKs sent"), systemCounter(t, dp, "Retransmits sent"))
+}
+
+// TestIBRCRepeatedSharedCQFailures: two publishing drivers on one ib-qp=rc
+// subscription endpoint; its shared CQ fails five times while they stream,
+// some failures landing while the publications are still dialling back
+// (a connection accepted on queues rebuilt meanwhile is dropped, and the
+// old queues are destroyed once no QP uses them). Both streams arrive
+// whole and in order, and TestMain's leak check finds no queue left.
+func TestIBRCRepeatedSharedCQFailures(t *testing.T) {
+	vm := testutil.OneNode(t)
+	ds, ms := startCapture(t)
+	ch := "aeron:ib?endpoint=" + vm.IP + ":24607|ib-qp=rc|mtu=4096"
+	ctx := context.Background()
+	cs := connectTo(t, ds)
+	const n, failures = 20_000, 5
+	var pubs [2]*client.Publication
+	var rs [2]*receiver
+	dones := make(chan error, 2)
+	for i := range pubs {
+		sub, err := cs.AddSubscription(ctx, ch, int32(1001+i))
+		require.NoError(t, err)
+		dp, _ := startCapture(t)
+		pubs[i], err = connectTo(t, dp).AddPublication(ctx, ch, int32(1001+i))
+		require.NoError(t, err)
+		waitUntil(t, "connected", deadline, func() bool { return pubs[i].IsConnected() && sub.IsConnected() })
+		rs[i] = newReceiver(sub, 0)
+	}
+	require.Len(t, ms.transports(), 1)
+	for i := range rs {
+		go func() { dones <- rs[i].until(n, 5*deadline) }()
+	}
+	// The failures are injected beside the offers (no require off the
+	// test's goroutine: the injector reports through injected).
+	injected := make(chan error, 1)
+	go func() {
+		for k := 1; k <= failures; k++ {
+			time.Sleep(time.Duration(k*37) * time.Millisecond)
+			ib.FailNextPoll(ms.transports()[0])
+			end := time.Now().Add(deadline)
+			for ms.CQRebuilds.Load() != int64(k) {
+				if time.Now().After(end) {
+					injected <- fmt.Errorf("rebuild %d never happened", k)
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		injected <- nil
+	}()
+	for from := 0; from < n; from += n / 10 {
+		offerAll(t, pubs[0], from, from+n/10, 5*deadline)
+		offerAll(t, pubs[1], from, from+n/10, 5*deadline)
+	}
+	require.NoError(t, <-injected)
+	require.NoError(t, <-dones)
+	require.NoError(t, <-dones)
+	require.EqualValues(t, failures, ms.RC.CQErrors.Load())
+	require.EqualValues(t, failures, ms.CQRebuilds.Load())
+	require.Zero(t, ms.SendErrors.Load()+ms.RecvErrors.Load(), "completions in error")
+	log, _ := errorLog(t, ds)
+	require.Contains(t, log, "ib: rc poll the shared CQ of "+vm.IP+":24607 failed: injected CQ failure (test hook)")
+	t.Logf("subscriber: accepted %d, lost %d, NAKs sent %d", ms.RC.Accepted.Load(), ms.RC.Lost.Load(), systemCounter(t, ds, "NAKs sent"))
 }
