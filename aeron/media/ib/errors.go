@@ -23,7 +23,8 @@ import (
 // the whole ring is posted again. The QP keeps its number and its
 // multicast attachments, so peers and groups need nothing; the datagrams
 // lost meanwhile are Aeron's to recover (NAKs, retransmits), as a UDP
-// socket's drops are.
+// socket's drops are. A failed CQ cannot be restarted in place: the
+// endpoint is rebuilt (cqerror.go).
 
 // SetErrorHandler implements driver.ErrorReporter: report receives every
 // error the medium meets outside the driver's calls. Safe for concurrent
@@ -114,15 +115,4 @@ func (t *transport) restart() error {
 	}
 	t.broken = false
 	return nil
-}
-
-// pollFailed reports a failed CQ poll once per transport (a CQ in error,
-// e.g. after an overrun, fails every poll until it is recreated, which
-// this slice does not do: the transport stays failed and says so).
-func (t *transport) pollFailed(err error) {
-	if t.pollReported {
-		return
-	}
-	t.pollReported = true
-	t.m.report(fmt.Errorf("ib: poll the CQ of %s: %w", t.ep.LocalAddr(), err))
 }

@@ -11,3 +11,16 @@ func ForceQPError(tr driver.Transport) error {
 	}
 	return t.qp.ToErr()
 }
+
+// FailNextPoll makes the next poll of an ib transport's CQ fail, as a CQ
+// in error (an overrun) fails it, for the recovery tests: a UD transport's
+// CQ, an ib-qp=rc subscription's shared CQ, or an ib-qp=rc publication's
+// connection CQ. The transport may be in use by its agent.
+func FailNextPoll(tr driver.Transport) {
+	switch t := tr.(type) {
+	case *transport:
+		t.failPoll.Store(true)
+	case *rcTransport:
+		t.failPoll.Store(true)
+	}
+}

@@ -153,6 +153,8 @@ func requireCleanMedia(t *testing.T, m *ib.Media) {
 	require.Zero(t, m.RecvErrors.Load(), "receive completions in error")
 	require.Zero(t, m.SendErrors.Load(), "send completions in error")
 	require.Zero(t, m.QPRestarts.Load(), "QP restarts")
+	require.Zero(t, m.CQErrors.Load(), "failed CQs")
+	require.Zero(t, m.CQRebuilds.Load(), "endpoints rebuilt after a CQ failure")
 }
 
 // The two-guest handshake: node 2 tells node 1 over TCP when it is done.

@@ -50,6 +50,10 @@ type Media struct {
 	// the error state (errors.go); Reresolves publications that resolved
 	// their subscription again after it fell silent (resolve.go).
 	QPRestarts, Reresolves atomic.Int64
+	// CQErrors counts UD completion queues that failed (a poll returned
+	// an error: overrun, device error); CQRebuilds the endpoints rebuilt
+	// with a new CQ after a CQ failed, UD and ib-qp=rc (cqerror.go).
+	CQErrors, CQRebuilds atomic.Int64
 
 	handler atomic.Pointer[func(error)] // the driver's error handler (errors.go)
 	// RC counts the ib-qp=rc connections' events (rc.go).
@@ -132,8 +136,9 @@ func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.
 	ring := ringSize(window, 1024, 0, 0)
 	opts := &cm.UDOptions{Cap: uverbs.QPCap{MaxSendWR: sendSlots, MaxRecvWR: uint32(ring), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: wantInline},
 		Timestamps: p.MediaTimestamps}
+	t.args = dialArgs{opts, p, aff, window, ring}
 	if connect.IsValid() {
-		t.connect = connect
+		t.kind, t.connect = kindDial, connect
 		err := t.dial(context.Background(), opts, p, aff, window, ring)
 		if err == nil {
 			return t, nil
@@ -152,23 +157,53 @@ func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.
 			m.ResolveErrors.Add(1)
 			m.report(err)
 		}
-		t.done, t.exited = make(chan struct{}), make(chan struct{})
-		go t.dialLoop(opts, p, aff, window, ring)
+		t.startDialLoop()
 		return t, nil
 	}
-	l, err := cm.ListenUD(context.Background(), bind.String(), opts)
-	if err != nil {
-		return nil, fmt.Errorf("ib: listen on %s: %w", bind, err)
-	}
-	t.l, t.ep = l, l.Endpoint()
-	if err := t.setup(p, aff, window, ring); err != nil {
+	t.kind, t.bind = kindListen, bind
+	if err := t.listen(); err != nil {
 		t.Close()
 		return nil, err
 	}
-	t.done, t.exited = make(chan struct{}), make(chan struct{})
-	go t.acceptLoop()
-	t.ready.Store(true)
 	return t, nil
+}
+
+// listen makes a subscription's endpoint: a UD QP listening for SIDR on
+// t.bind, its receive ring posted, and the goroutine that answers SIDR.
+// Open and a rebuild after a CQ failure (cqerror.go) both use it.
+func (t *transport) listen() error {
+	a := &t.args
+	l, err := cm.ListenUD(context.Background(), t.bind.String(), a.opts)
+	if err != nil {
+		return fmt.Errorf("ib: listen on %s: %w", t.bind, err)
+	}
+	t.l, t.ep = l, l.Endpoint()
+	if err := t.setup(a.p, a.aff, a.window, a.ring); err != nil {
+		return err
+	}
+	t.done, t.exited = make(chan struct{}), make(chan struct{})
+	go t.acceptLoop(l, t.done, t.exited)
+	t.ready.Store(true)
+	return nil
+}
+
+// startDialLoop resolves t.connect in the background (dialLoop), after
+// the previous background goroutine, if any, has returned.
+func (t *transport) startDialLoop() {
+	t.stopLoop()
+	t.done, t.exited = make(chan struct{}), make(chan struct{})
+	a := t.args
+	go t.dialLoop(t.done, t.exited, a.opts, a.p, a.aff, a.window, a.ring)
+}
+
+// stopLoop stops the accept or dial goroutine and waits for it.
+func (t *transport) stopLoop() {
+	if t.done == nil {
+		return
+	}
+	close(t.done)
+	<-t.exited
+	t.done, t.exited = nil, nil
 }
 
 // dial resolves t.connect by SIDR and sets the endpoint up.
@@ -180,7 +215,6 @@ func (t *transport) dial(ctx context.Context, opts *cm.UDOptions, p driver.Trans
 		return fmt.Errorf("ib: resolve %s by SIDR: %w", t.connect, err)
 	}
 	t.ep = ep
-	t.args = dialArgs{opts, p, aff, window, ring}
 	t.peers[t.connect] = peer
 	if peer.AHAttr.IsGlobal {
 		t.keys[peerKey{qpn: peer.QPN, gid: peer.AHAttr.GRH.DGID}] = t.connect
@@ -193,21 +227,22 @@ func (t *transport) dial(ctx context.Context, opts *cm.UDOptions, p driver.Trans
 	return nil
 }
 
-// dialLoop retries SIDR until a subscription answers or Close.
-func (t *transport) dialLoop(opts *cm.UDOptions, p driver.TransportParams, aff driver.Affinity, window, ring int) {
-	defer close(t.exited)
+// dialLoop retries SIDR until a subscription answers or stopLoop/Close
+// (done); it closes exited when it returns.
+func (t *transport) dialLoop(done <-chan struct{}, exited chan<- struct{}, opts *cm.UDOptions, p driver.TransportParams, aff driver.Affinity, window, ring int) {
+	defer close(exited)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		select {
-		case <-t.done:
+		case <-done:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
 	for {
 		select {
-		case <-t.done:
+		case <-done:
 			return
 		case <-time.After(ResolveRetry):
 		}
@@ -234,16 +269,28 @@ type peerKey struct {
 	gid uverbs.GID
 }
 
+// The three kinds of UD transport, each set up (and rebuilt after a CQ
+// failure, cqerror.go) its own way.
+const (
+	kindListen = iota + 1 // a unicast subscription: listens for SIDR on bind
+	kindDial              // a unicast publication: resolved connect by SIDR
+	kindGroup             // multicast: joined its groups (multicast.go)
+)
+
 // transport is one UD endpoint. It is used by the agent it was opened for
-// only; the SIDR accept goroutine touches the listener alone.
+// only; the SIDR accept goroutine touches its listener alone, and the dial
+// goroutine sets the endpoint up while ready is false.
 type transport struct {
 	m       *Media
+	kind    int
 	ep      *cm.UDEndpoint
 	l       *cm.UDListener
-	done    chan struct{} // closed by Close: stops the accept or dial goroutine
+	done    chan struct{} // closed by stopLoop: stops the accept or dial goroutine
 	exited  chan struct{} // closed when that goroutine has returned
-	ready   atomic.Bool   // the endpoint below is set up (stored last)
+	closed  bool
+	ready   atomic.Bool // the endpoint below is set up (stored last)
 	connect netip.AddrPort
+	bind    netip.AddrPort // kindListen
 	vctx    *uverbs.Context
 	port    uint8
 	mem     *uverbs.Memory
@@ -286,10 +333,15 @@ type transport struct {
 	pendAt  int // next of pending to deliver
 
 	// errors.go: the QP is in the error state (cause says why) and Recv
-	// restarts it; a failed poll was reported
-	broken       bool
-	cause        string
-	pollReported bool
+	// restarts it
+	broken bool
+	cause  string
+	// cqerror.go: the CQ failed and Recv rebuilds the endpoint (not before
+	// rebuildAt after a failed attempt); failPoll makes the next poll fail
+	// (the tests' FailNextPoll)
+	cqFailed  bool
+	rebuildAt int64
+	failPoll  atomic.Bool
 	// resolve.go: when a unicast publication last heard its subscription
 	args     dialArgs
 	lastRecv int64
@@ -298,6 +350,8 @@ type transport struct {
 	peers map[netip.AddrPort]*cm.UDPeer
 	keys  map[peerKey]netip.AddrPort
 	mc    *multicast // group memberships of a multicast transport (multicast.go)
+	group groupArgs  // kindGroup: what joinGroups joins
+
 }
 
 const sendWRID = 1 << 40
@@ -353,13 +407,14 @@ func (t *transport) postRecv(i int) error {
 	return nil
 }
 
-// acceptLoop answers every SIDR request with the listener's QP until Close.
-func (t *transport) acceptLoop() {
-	defer close(t.exited)
+// acceptLoop answers every SIDR request with l's QP until done is closed
+// (stopLoop); it closes exited when it returns.
+func (t *transport) acceptLoop(l *cm.UDListener, done <-chan struct{}, exited chan<- struct{}) {
+	defer close(exited)
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { <-t.done; cancel() }()
+	go func() { <-done; cancel() }()
 	for {
-		r, err := t.l.Accept(ctx)
+		r, err := l.Accept(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -378,9 +433,18 @@ func (t *transport) reap() error {
 		t.pending = t.pending[:copy(t.pending, t.pending[t.pendAt:])]
 		t.pendAt = 0
 	}
-	n, err := t.cq.Poll(t.wcs[:])
+	if t.cqFailed {
+		return errCQFailed // Recv rebuilds the endpoint first
+	}
+	var n int
+	var err error
+	if t.failPoll.Load() && t.failPoll.CompareAndSwap(true, false) {
+		err = errInjected
+	} else {
+		n, err = t.cq.Poll(t.wcs[:])
+	}
 	if err != nil {
-		t.pollFailed(err)
+		t.cqFailure(err) // cqerror.go
 		return fmt.Errorf("ib: poll: %w", err)
 	}
 	for i := range t.wcs[:n] {
@@ -422,8 +486,10 @@ func (t *transport) reap() error {
 // bytes would otherwise wait for a later one: its in-flight count must
 // come down without more traffic. A full send queue is a short send.
 func (t *transport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error) {
-	if !t.ready.Load() {
-		return len(datagrams), nil // not resolved yet: lost, as on an unconnected UDP path
+	if !t.ready.Load() || t.cqFailed {
+		// not resolved yet, or the CQ failed and the next Recv rebuilds
+		// the endpoint: lost, as on an unconnected UDP path
+		return len(datagrams), nil
 	}
 	if !dest.IsValid() {
 		dest = t.connect
@@ -537,6 +603,9 @@ func (t *transport) post(k int, dest netip.AddrPort) (int, error) {
 }
 
 func (t *transport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
+	if t.cqFailed {
+		return 0, t.rebuild() // cqerror.go
+	}
 	if !t.ready.Load() {
 		return 0, nil
 	}
@@ -632,15 +701,11 @@ func (t *transport) LocalAddr() string {
 func (t *transport) Binding() string { return string(uri.MediaIB) }
 
 func (t *transport) Close() error {
-	if t.done != nil {
-		select {
-		case <-t.done:
-			return nil
-		default:
-			close(t.done)
-		}
-		<-t.exited
+	if t.closed {
+		return nil
 	}
+	t.closed = true
+	t.stopLoop()
 	// the driver's logs first: the PD they are registered with goes with
 	// the endpoint
 	err := t.unregisterAll()

@@ -65,35 +65,53 @@ func (m *Media) openMulticast(ch *uri.ChannelURI, bind, connect netip.AddrPort, 
 	if err != nil {
 		return nil, err
 	}
-	t := &transport{m: m, peers: map[netip.AddrPort]*cm.UDPeer{}, keys: map[peerKey]netip.AddrPort{}, connect: connect}
+	t := &transport{m: m, kind: kindGroup, peers: map[netip.AddrPort]*cm.UDPeer{}, keys: map[peerKey]netip.AddrPort{}, connect: connect}
 	window := max(p.SocketRcvbuf, 128<<10)
 	ring := ringSize(window, 1024, 0, 0)
 	opts := &cm.UDOptions{Cap: uverbs.QPCap{MaxSendWR: sendSlots, MaxRecvWR: uint32(ring), MaxSendSGE: 1, MaxRecvSGE: 1},
 		Timestamps: p.MediaTimestamps}
-	ctx, cancel := context.WithTimeout(context.Background(), ResolveTimeout)
-	defer cancel()
-	if t.ep, err = cm.OpenUD(ctx, local.String(), opts); err != nil {
-		return nil, fmt.Errorf("ib: multicast %s on interface %s: %w", bind.Addr(), local, err)
-	}
-	// Receives are posted before the QP is attached, so nothing the group
-	// sends meanwhile finds an empty queue.
-	if err := t.setup(p, aff, window, ring); err != nil {
+	t.args = dialArgs{opts, p, aff, window, ring}
+	t.group = groupArgs{local: local, bind: bind, to: to}
+	if err := t.joinGroups(); err != nil {
 		t.Close()
 		return nil, err
 	}
-	mc := &multicast{to: to}
-	t.mc = mc
-	if mc.recv, err = t.ep.JoinMulticastAddr(ctx, bind.Addr(), nil); err != nil {
-		t.Close()
-		return nil, fmt.Errorf("ib: join multicast group %s on interface %s: %w", bind.Addr(), local, err)
-	}
-	if mc.send, err = t.ep.JoinMulticastAddr(ctx, to.Addr(), &cm.JoinOptions{SendOnly: true}); err != nil {
-		t.Close()
-		return nil, fmt.Errorf("ib: join multicast group %s (send-only) on interface %s: %w", to.Addr(), local, err)
-	}
-	t.peers[to] = &mc.send.Peer
-	t.ready.Store(true)
 	return t, nil
+}
+
+// groupArgs are what joinGroups needs again to rebuild a multicast
+// endpoint (cqerror.go).
+type groupArgs struct {
+	local    netip.Addr     // the interface's IP: chooses the device
+	bind, to netip.AddrPort // the group joined as a full member, the one sent to
+}
+
+// joinGroups opens the UD endpoint of a multicast transport and joins its
+// groups: Open and a rebuild after a CQ failure both use it.
+func (t *transport) joinGroups() error {
+	g, a := &t.group, &t.args
+	ctx, cancel := context.WithTimeout(context.Background(), ResolveTimeout)
+	defer cancel()
+	var err error
+	if t.ep, err = cm.OpenUD(ctx, g.local.String(), a.opts); err != nil {
+		return fmt.Errorf("ib: multicast %s on interface %s: %w", g.bind.Addr(), g.local, err)
+	}
+	// Receives are posted before the QP is attached, so nothing the group
+	// sends meanwhile finds an empty queue.
+	if err := t.setup(a.p, a.aff, a.window, a.ring); err != nil {
+		return err
+	}
+	mc := &multicast{to: g.to}
+	t.mc = mc
+	if mc.recv, err = t.ep.JoinMulticastAddr(ctx, g.bind.Addr(), nil); err != nil {
+		return fmt.Errorf("ib: join multicast group %s on interface %s: %w", g.bind.Addr(), g.local, err)
+	}
+	if mc.send, err = t.ep.JoinMulticastAddr(ctx, g.to.Addr(), &cm.JoinOptions{SendOnly: true}); err != nil {
+		return fmt.Errorf("ib: join multicast group %s (send-only) on interface %s: %w", g.to.Addr(), g.local, err)
+	}
+	t.peers[g.to] = &mc.send.Peer
+	t.ready.Store(true)
+	return nil
 }
 
 // controlGroup is a data group's control group: the next address, same

@@ -67,10 +67,11 @@ type RCStats struct {
 	// connection lost while sending. A full send queue drops nothing: Send
 	// returns short and the driver sends the rest on its next duty.
 	Dropped atomic.Int64
-	// CQErrors counts polls that failed (a CQ in error: overrun, device
-	// gone). A publication drops its connection and dials again with a
-	// new CQ; a subscription's shared CQ is not rebuilt (the endpoint
-	// stays deaf until its subscriptions are added again).
+	// CQErrors counts CQs and SRQs that failed (a poll or a post returned
+	// an error: overrun, device error). A publication drops its connection
+	// and dials again with a new CQ; a subscription drops its connections
+	// and rebuilds its shared CQ and SRQ (rebuildShared), and its
+	// publications dial again. Both count in Media.CQRebuilds.
 	CQErrors atomic.Int64
 }
 
@@ -136,6 +137,7 @@ func rcParseData(b []byte) (int, bool) {
 // receive buffers). Owned by the agent once handed over.
 type rcConn struct {
 	key  uint32 // unique per transport: the send WRIDs carry it
+	gen  uint32 // subscription side: the shared queues' generation its QP uses
 	id   *cm.ID // subscription side: the accepted child id
 	conn *cm.Conn
 	qp   *uverbs.QP
@@ -193,15 +195,26 @@ type rcTransport struct {
 	pmem     *uverbs.Memory
 	pmr      *uverbs.MR
 
-	// subscription side
-	ch   *cm.Channel
-	lid  *cm.ID
-	pd   *uverbs.PD
-	cq   *uverbs.CQ
-	srq  *uverbs.SRQ
-	mem  *uverbs.Memory
-	mr   *uverbs.MR
-	ring int
+	// subscription side. sharedMu guards cq, srq and gen against the
+	// accept goroutine, which creates QPs on them, while the agent rebuilds
+	// them (rebuildShared); the agent reads them without it.
+	ch       *cm.Channel
+	lid      *cm.ID
+	pd       *uverbs.PD
+	sharedMu sync.Mutex
+	gen      uint32
+	cq       *uverbs.CQ
+	srq      *uverbs.SRQ
+	mem      *uverbs.Memory
+	mr       *uverbs.MR
+	ring     int
+	// rebuildShared: the shared queues failed (sharedFailed; Recv rebuilds
+	// them, not before rebuildAt after a failed attempt); retired are
+	// failed ones whose destruction waits for a QP still on them
+	sharedFailed bool
+	rebuildAt    int64
+	retired      []rcShared
+	failPoll     atomic.Bool // the tests' FailNextPoll
 
 	// agent state
 	cur    *rcConn // publication side
@@ -214,9 +227,7 @@ type rcTransport struct {
 	rwr    [1]uverbs.RecvWR
 	rsge   [1]uverbs.SGE
 	closed bool
-	// pollReported: the shared CQ's failure is in the error log already
-	pollReported bool
-	ts           stamper // subscription side: media timestamps of the shared CQ's frames
+	ts     stamper // subscription side: media timestamps of the shared CQ's frames
 }
 
 const rcSendWRID = 1 << 62
@@ -275,30 +286,41 @@ func (t *rcTransport) openSubscription() error {
 	if t.ring < 1 {
 		return fmt.Errorf("ib: rc listen on %s: the device's CQ (%d entries) cannot hold %d connections' send queues", t.bind, da.MaxCQE, RCMaxPeers)
 	}
-	if t.cq, err = stampedCQ(vctx, pd, uverbs.CQInitAttr{CQE: t.ring + RCMaxPeers*rcSendSlots}, t.mediaTS); err != nil {
-		return fmt.Errorf("ib: rc shared CQ: %w", err)
-	}
-	t.ts = newStamper(t.m, t.mediaTS, vctx, t.cq)
-	if t.srq, err = pd.CreateSRQ(uverbs.SRQInitAttr{MaxWR: uint32(t.ring), MaxSGE: 1}); err != nil {
-		return fmt.Errorf("ib: rc shared receive queue of %d: %w", t.ring, err)
-	}
-	if t.mem, err = uverbs.AllocMemory(t.ring*t.mtu, uverbs.MemoryOptions{}); err != nil {
-		return fmt.Errorf("ib: rc receive ring: %w", err)
-	}
-	if t.mr, err = pd.RegMR(t.mem.Bytes(), uverbs.AccessLocalWrite); err != nil {
-		return fmt.Errorf("ib: register rc receive ring: %w", err)
-	}
 	t.pend = make([]uverbs.WC, 0, t.ring+RCMaxPeers*rcSendSlots)
-	for i := 0; i < t.ring; i++ {
-		if err := t.postSRQ(i); err != nil {
-			return err
-		}
+	if err := t.makeShared(vctx); err != nil {
+		return err
 	}
 	if err = t.lid.Listen(0); err != nil {
 		return fmt.Errorf("ib: rc listen on %s: %w", t.bind, err)
 	}
 	t.wg.Add(1)
 	go t.acceptLoop()
+	return nil
+}
+
+// makeShared makes the shared CQ, the SRQ and its posted ring of
+// receive buffers (at open, and again by rebuildShared). The caller holds
+// sharedMu or the accept goroutine is not running yet.
+func (t *rcTransport) makeShared(vctx *uverbs.Context) error {
+	var err error
+	if t.cq, err = stampedCQ(vctx, t.pd, uverbs.CQInitAttr{CQE: t.ring + RCMaxPeers*rcSendSlots}, t.mediaTS); err != nil {
+		return fmt.Errorf("ib: rc shared CQ: %w", err)
+	}
+	t.ts = newStamper(t.m, t.mediaTS, vctx, t.cq)
+	if t.srq, err = t.pd.CreateSRQ(uverbs.SRQInitAttr{MaxWR: uint32(t.ring), MaxSGE: 1}); err != nil {
+		return fmt.Errorf("ib: rc shared receive queue of %d: %w", t.ring, err)
+	}
+	if t.mem, err = uverbs.AllocMemory(t.ring*t.mtu, uverbs.MemoryOptions{}); err != nil {
+		return fmt.Errorf("ib: rc receive ring: %w", err)
+	}
+	if t.mr, err = t.pd.RegMR(t.mem.Bytes(), uverbs.AccessLocalWrite); err != nil {
+		return fmt.Errorf("ib: register rc receive ring: %w", err)
+	}
+	for i := 0; i < t.ring; i++ {
+		if err := t.postSRQ(i); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -348,8 +370,20 @@ func (t *rcTransport) accept(ctx context.Context, ev *cm.Event) {
 	}
 	info, _ := child.Query()
 	c := &rcConn{key: t.keys.Add(1), id: child, addr: info.Dst.IP}
-	if _, err := child.CreateQP(t.pd, cm.QPInitAttr{SendCQ: t.cq, RecvCQ: t.cq, SRQ: t.srq,
-		Cap: uverbs.QPCap{MaxSendWR: rcSendSlots, MaxSendSGE: 1}}); err != nil {
+	// The shared queues cannot be rebuilt under a QP being created on
+	// them; a QP made just before a rebuild is dropped by apply (gen).
+	t.sharedMu.Lock()
+	cq, srq := t.cq, t.srq
+	c.gen = t.gen
+	var err error
+	if cq == nil || srq == nil {
+		err = errCQFailed // a rebuild failed: none to connect to until the next
+	} else {
+		_, err = child.CreateQP(t.pd, cm.QPInitAttr{SendCQ: cq, RecvCQ: cq, SRQ: srq,
+			Cap: uverbs.QPCap{MaxSendWR: rcSendSlots, MaxSendSGE: 1}})
+	}
+	t.sharedMu.Unlock()
+	if err != nil {
 		reject(nil)
 		return
 	}
@@ -671,6 +705,13 @@ func (t *rcTransport) apply(ev rcEvent) {
 		if c.closing.Load() {
 			return // its loss follows in the channel
 		}
+		if c.id != nil && c.gen != t.gen {
+			// accepted on shared queues rebuilt since: its peer dials again
+			t.m.RC.Lost.Add(1)
+			t.drop(c)
+			t.freeRetired() // its QP held them
+			return
+		}
 		if t.connect.IsValid() && t.cur != nil {
 			// not expected (one dial at a time): keep the connection in use
 			c.closing.Store(true)
@@ -737,14 +778,25 @@ func (t *rcTransport) poll(cq *uverbs.CQ) error {
 		t.pend = t.pend[:copy(t.pend, t.pend[t.pendAt:])]
 		t.pendAt = 0
 	}
-	n, err := cq.Poll(t.wcs[:])
+	if cq == t.cq && t.sharedFailed {
+		return errCQFailed // Recv rebuilds the shared queues first
+	}
+	var n int
+	var err error
+	if t.failPoll.Load() && t.failPoll.CompareAndSwap(true, false) {
+		err = errInjected
+	} else {
+		n, err = cq.Poll(t.wcs[:])
+	}
 	if err != nil {
-		t.m.RC.CQErrors.Add(1)
 		if t.cur != nil && cq == t.cur.cq {
+			// the connection's own CQ: the connection goes, and the
+			// next dial makes a new QP and CQ
+			t.m.RC.CQErrors.Add(1)
+			t.m.CQRebuilds.Add(1)
 			t.fail(t.cur, "poll its CQ: "+err.Error())
-		} else if !t.pollReported {
-			t.pollReported = true
-			t.m.report(fmt.Errorf("ib: rc poll the shared CQ of %s: %w (not rebuilt: the endpoint receives nothing until its subscriptions are added again)", t.local, err))
+		} else {
+			t.sharedFailure("poll the shared CQ", err)
 		}
 		return fmt.Errorf("ib: rc poll: %w", err)
 	}
@@ -796,8 +848,9 @@ func (t *rcTransport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error)
 	} else {
 		c = t.byAddr[dest]
 	}
-	if c == nil {
-		// no connection (yet, or any more): lost as on an unconnected UDP path
+	if c == nil || t.sharedFailed {
+		// no connection (yet, or any more, or its shared queues failed and
+		// the next Recv drops it): lost as on an unconnected UDP path
 		t.m.RC.Dropped.Add(int64(len(datagrams)))
 		return len(datagrams), nil
 	}
@@ -855,6 +908,9 @@ func (t *rcTransport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error)
 }
 
 func (t *rcTransport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
+	if t.sharedFailed {
+		return 0, t.rebuildShared()
+	}
 	t.drain()
 	cq := t.cq
 	if t.connect.IsValid() {
@@ -915,6 +971,7 @@ func (t *rcTransport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 			n++
 		}
 		if err := t.postSRQ(i); err != nil {
+			t.sharedFailure("post to the shared receive queue", err)
 			return n, err
 		}
 	}
@@ -956,18 +1013,11 @@ func (t *rcTransport) Close() error {
 		t.drop(t.cur)
 	}
 	var errs []error
-	if t.srq != nil {
-		errs = append(errs, t.srq.Close())
+	t.retire()
+	for _, q := range t.retired {
+		errs = append(errs, q.close())
 	}
-	if t.cq != nil {
-		errs = append(errs, t.cq.Close())
-	}
-	if t.mr != nil {
-		errs = append(errs, t.mr.Close())
-	}
-	if t.mem != nil {
-		errs = append(errs, t.mem.Close())
-	}
+	t.retired = nil
 	if t.pmr != nil {
 		errs = append(errs, t.pmr.Close())
 	}

@@ -67,6 +67,7 @@ func requireCleanRC(t *testing.T, m *ib.Media) {
 	require.Zero(t, m.RC.Rejected.Load(), "connections rejected")
 	require.Zero(t, m.RC.Flushed.Load(), "flushed work requests")
 	require.Zero(t, m.RC.CQErrors.Load(), "failed CQ polls")
+	require.Zero(t, m.CQRebuilds.Load(), "CQs rebuilt")
 }
 
 // TestIBRCLoopback: one driver carries aeron:ib with ib-qp=rc (one
@@ -284,7 +285,15 @@ func TestIBRCNetemTwoNodes(t *testing.T) {
 		t.Logf("netem on %s at the end: %s", vm.Netdev, out)
 		_ = exec.Command("tc", "qdisc", "del", "dev", vm.Netdev, "root").Run()
 	})
-	_, c, m := rcDriver(t)
+	d, c, m := rcDriver(t)
+	t.Cleanup(func() {
+		if t.Failed() { // what the medium saw, for the post-mortem
+			text, _ := errorLog(t, d)
+			t.Logf("node %d: accepted %d connected %d lost %d flushed %d dropped %d cq errors %d rebuilds %d send/recv errors %d/%d; error log:\n%s",
+				vm.Node, m.RC.Accepted.Load(), m.RC.Connected.Load(), m.RC.Lost.Load(), m.RC.Flushed.Load(), m.RC.Dropped.Load(),
+				m.RC.CQErrors.Load(), m.CQRebuilds.Load(), m.SendErrors.Load(), m.RecvErrors.Load(), text)
+		}
+	})
 	ctx := context.Background()
 	const n, donePort = 10_000, 24597
 	if vm.Node == 2 {

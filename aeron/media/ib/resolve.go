@@ -41,7 +41,7 @@ func (t *transport) checkSilence(n int) {
 		t.heard = true
 		return
 	}
-	if !t.connect.IsValid() || t.l != nil || t.mc != nil || t.args.opts == nil {
+	if t.kind != kindDial {
 		return // not a unicast publication: nothing to resolve
 	}
 	now := time.Now().UnixNano()
@@ -53,14 +53,16 @@ func (t *transport) checkSilence(n int) {
 		return
 	}
 	t.m.Reresolves.Add(1)
-	a := t.args
+	t.reresolve()
+}
+
+// reresolve releases a unicast publication's endpoint and resolves its
+// subscription again in the background (dialLoop), with a new QP and CQ:
+// after its subscription fell silent, or after its CQ failed (cqerror.go).
+func (t *transport) reresolve() {
 	if err := t.dropRegistrations(); err != nil {
 		t.m.report(fmt.Errorf("ib: re-resolve %s: deregister publication logs: %w", t.connect, err))
 	}
 	_ = t.release() // ready is false from here until the new dial succeeds
-	if t.done == nil {
-		t.done = make(chan struct{})
-	}
-	t.exited = make(chan struct{})
-	go t.dialLoop(a.opts, a.p, a.aff, a.window, a.ring)
+	t.startDialLoop()
 }

@@ -1,0 +1,259 @@
+//go:build linux
+
+package ib_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/aeron/client"
+	"github.com/ibgo/ibgo/aeron/driver"
+	"github.com/ibgo/ibgo/aeron/media/ib"
+	"github.com/ibgo/ibgo/internal/testutil"
+)
+
+// offerSized offers messages from..to-1 of size bytes (sequence number
+// first), retrying on back pressure.
+func offerSized(t *testing.T, pub *client.Publication, from, to, size int, limit time.Duration) {
+	msg := make([]byte, size)
+	end := time.Now().Add(limit)
+	for i := from; i < to; {
+		binary.LittleEndian.PutUint64(msg, uint64(i))
+		if pub.Offer(msg) > 0 {
+			i++
+		} else {
+			time.Sleep(20 * time.Microsecond)
+		}
+		require.False(t, time.Now().After(end), "timed out offering: at %d of %d", i, to)
+	}
+}
+
+// TestIBCQFailureRecovered: mid-stream the poll of the subscriber's UD CQ
+// fails (as a CQ in error after an overrun fails it), and later the
+// publisher's. Each transport counts it, writes it to its driver's error
+// log once with the cause, and rebuilds its endpoint with a new QP and CQ:
+// the subscriber listens again (its publication notices the silence and
+// resolves it again), the publisher resolves its subscription again and
+// registers its log with the new endpoint (sends from it would fail with
+// the old lkeys). Aeron's NAKs and retransmits repair what was lost: every
+// message arrives once and in order, and TestMain's leak check finds
+// nothing of the old endpoints left.
+func TestIBCQFailureRecovered(t *testing.T) {
+	vm := testutil.OneNode(t)
+	dp, mp := startCapture(t)
+	ds, ms := startCapture(t)
+	ch := "aeron:ib?endpoint=" + vm.IP + ":24601|mtu=1024"
+	ctx := context.Background()
+	sub, err := connectTo(t, ds).AddSubscription(ctx, ch, 1001)
+	require.NoError(t, err)
+	pub, err := connectTo(t, dp).AddPublication(ctx, ch, 1001)
+	require.NoError(t, err)
+	waitUntil(t, "connected", deadline, func() bool { return pub.IsConnected() && sub.IsConnected() })
+	require.Len(t, ms.transports(), 1)
+	require.Len(t, mp.transports(), 1)
+
+	const n, size = 30_000, 512 // 544-byte frames: posted from the registered log
+	r := newReceiver(sub, 0)
+	done := make(chan error, 1)
+	go func() { done <- r.until(n, 5*deadline) }()
+	offerSized(t, pub, 0, 10_000, size, 5*deadline)
+	ib.FailNextPoll(ms.transports()[0])
+	waitUntil(t, "the subscriber's rebuild", deadline, func() bool { return ms.CQRebuilds.Load() == 1 })
+	offerSized(t, pub, 10_000, 20_000, size, 5*deadline)
+	zc := mp.ZeroCopy.Load()
+	ib.FailNextPoll(mp.transports()[0])
+	waitUntil(t, "the publisher's rebuild", deadline, func() bool { return mp.CQRebuilds.Load() == 1 })
+	offerSized(t, pub, 20_000, n, size, 5*deadline)
+	require.NoError(t, <-done)
+
+	for name, m := range map[string]*capture{"subscriber": ms, "publisher": mp} {
+		require.EqualValues(t, 1, m.CQErrors.Load(), "%s: one CQ failure", name)
+		require.EqualValues(t, 1, m.CQRebuilds.Load(), "%s: one rebuild", name)
+		require.Zero(t, m.SendErrors.Load(), "%s: send completions in error (stale keys?)", name)
+		require.Zero(t, m.RecvErrors.Load(), "%s: receive completions in error", name)
+	}
+	require.Greater(t, mp.ZeroCopy.Load(), zc, "the rebuilt publisher posts from its log again")
+	require.Positive(t, mp.Reresolves.Load(), "the publisher resolved the rebuilt subscription again")
+	for name, d := range map[string]*driver.Driver{"subscriber": ds, "publisher": dp} {
+		log, k := errorLog(t, d)
+		require.Equal(t, 1, k, "%s: one distinct error: %s", name, log)
+		require.Contains(t, log, "ib: the CQ of UD endpoint ", name)
+		require.Contains(t, log, "failed (poll: injected CQ failure (test hook))", name)
+	}
+	text, _ := errorLog(t, ds)
+	require.Contains(t, text, vm.IP+":24601 failed", "the subscriber's log names its endpoint")
+	require.Contains(t, text, "it listens again with a new QP and CQ")
+	text, _ = errorLog(t, dp)
+	require.Contains(t, text, "it resolves its subscription again with a new QP and CQ")
+	t.Logf("subscriber: NAKs sent %d; publisher: retransmits sent %d, re-resolutions %d, zero-copy %d",
+		systemCounter(t, ds, "NAKs sent"), systemCounter(t, dp, "Retransmits sent"), mp.Reresolves.Load(), mp.ZeroCopy.Load())
+}
+
+// TestIBRCCQFailureRecovered: the same over ib-qp=rc. The subscription's
+// shared CQ fails first: it drops its connections, rebuilds the shared CQ
+// and SRQ under a new generation, and its publication, disconnected, dials
+// again onto the new ones. Then the publication's connection CQ fails: it
+// drops the connection and dials again with a new QP and CQ. Every
+// message arrives once and in order.
+func TestIBRCCQFailureRecovered(t *testing.T) {
+	vm := testutil.OneNode(t)
+	dp, mp := startCapture(t)
+	ds, ms := startCapture(t)
+	ch := "aeron:ib?endpoint=" + vm.IP + ":24603|ib-qp=rc|mtu=4096"
+	ctx := context.Background()
+	sub, err := connectTo(t, ds).AddSubscription(ctx, ch, 1001)
+	require.NoError(t, err)
+	pub, err := connectTo(t, dp).AddPublication(ctx, ch, 1001)
+	require.NoError(t, err)
+	waitUntil(t, "connected", deadline, func() bool { return pub.IsConnected() && sub.IsConnected() })
+	require.Len(t, ms.transports(), 1)
+	require.Len(t, mp.transports(), 1)
+
+	const n = 30_000
+	r := newReceiver(sub, 0)
+	done := make(chan error, 1)
+	go func() { done <- r.until(n, 5*deadline) }()
+	offerAll(t, pub, 0, 10_000, 5*deadline)
+	ib.FailNextPoll(ms.transports()[0])
+	waitUntil(t, "the subscriber's rebuild", deadline, func() bool { return ms.CQRebuilds.Load() == 1 })
+	waitUntil(t, "the publication's new connection", deadline, func() bool { return ms.RC.Accepted.Load() >= 2 })
+	offerAll(t, pub, 10_000, 20_000, 5*deadline)
+	ib.FailNextPoll(mp.transports()[0])
+	waitUntil(t, "the publisher's rebuild", deadline, func() bool { return mp.CQRebuilds.Load() == 1 })
+	offerAll(t, pub, 20_000, n, 5*deadline)
+	require.NoError(t, <-done)
+
+	require.EqualValues(t, 1, ms.RC.CQErrors.Load(), "subscriber: one shared CQ failure")
+	require.EqualValues(t, 1, ms.CQRebuilds.Load(), "subscriber: one rebuild")
+	require.EqualValues(t, 1, mp.RC.CQErrors.Load(), "publisher: one connection CQ failure")
+	require.EqualValues(t, 1, mp.CQRebuilds.Load(), "publisher: one rebuild")
+	require.GreaterOrEqual(t, mp.RC.Connected.Load(), int64(3), "the publication dialled again after each failure")
+	require.GreaterOrEqual(t, ms.RC.Accepted.Load(), int64(3), "and the rebuilt subscription accepted it")
+	for name, m := range map[string]*capture{"subscriber": ms, "publisher": mp} {
+		require.Zero(t, m.SendErrors.Load(), "%s: send completions in error", name)
+		require.Zero(t, m.RecvErrors.Load(), "%s: receive completions in error", name)
+	}
+	text, _ := errorLog(t, ds)
+	require.Contains(t, text, "ib: rc poll the shared CQ of "+vm.IP+":24603 failed: injected CQ failure (test hook); its connections are dropped and its shared CQ and receive queue rebuilt", "subscriber log:\n%s", text)
+	text, _ = errorLog(t, dp)
+	require.Contains(t, text, "lost: poll its CQ: injected CQ failure (test hook)", "publisher log:\n%s", text)
+	require.Contains(t, text, vm.IP+":24603 lost", "the publisher's log names the lost connection's peer:\n%s", text)
+	t.Logf("subscriber: NAKs sent %d, connections lost %d; publisher: connected %d, lost %d, frames dropped %d",
+		systemCounter(t, ds, "NAKs sent"), ms.RC.Lost.Load(), mp.RC.Connected.Load(), mp.RC.Lost.Load(), mp.RC.Dropped.Load())
+}
+
+// TestIBMulticastCQFailureRecovered: the same on a UD multicast channel:
+// the subscriber's CQ fails, then the publisher's; each leaves its groups,
+// opens a new endpoint on the interface and joins them again, and every
+// message arrives once and in order.
+func TestIBMulticastCQFailureRecovered(t *testing.T) {
+	vm := testutil.OneNode(t)
+	dp, mp := startCapture(t)
+	ds, ms := startCapture(t)
+	ch := "aeron:ib?endpoint=239.1.7.7:24605|interface=" + vm.IP + "|mtu=1024"
+	ctx := context.Background()
+	sub, err := connectTo(t, ds).AddSubscription(ctx, ch, 1001)
+	require.NoError(t, err)
+	pub, err := connectTo(t, dp).AddPublication(ctx, ch, 1001)
+	require.NoError(t, err)
+	waitUntil(t, "connected", deadline, func() bool { return pub.IsConnected() && sub.IsConnected() })
+	require.Len(t, ms.transports(), 1)
+	require.Len(t, mp.transports(), 1)
+
+	const n, size = 30_000, 512
+	r := newReceiver(sub, 0)
+	done := make(chan error, 1)
+	go func() { done <- r.until(n, 5*deadline) }()
+	offerSized(t, pub, 0, 10_000, size, 5*deadline)
+	ib.FailNextPoll(ms.transports()[0])
+	waitUntil(t, "the subscriber's rebuild", deadline, func() bool { return ms.CQRebuilds.Load() == 1 })
+	offerSized(t, pub, 10_000, 20_000, size, 5*deadline)
+	zc := mp.ZeroCopy.Load()
+	ib.FailNextPoll(mp.transports()[0])
+	waitUntil(t, "the publisher's rebuild", deadline, func() bool { return mp.CQRebuilds.Load() == 1 })
+	offerSized(t, pub, 20_000, n, size, 5*deadline)
+	require.NoError(t, <-done)
+
+	for name, m := range map[string]*capture{"subscriber": ms, "publisher": mp} {
+		require.EqualValues(t, 1, m.CQErrors.Load(), "%s: one CQ failure", name)
+		require.EqualValues(t, 1, m.CQRebuilds.Load(), "%s: one rebuild", name)
+		require.Zero(t, m.SendErrors.Load(), "%s: send completions in error (stale keys?)", name)
+		require.Zero(t, m.RecvErrors.Load(), "%s: receive completions in error", name)
+	}
+	require.Greater(t, mp.ZeroCopy.Load(), zc, "the rebuilt publisher posts from its log again")
+	for name, d := range map[string]*driver.Driver{"subscriber": ds, "publisher": dp} {
+		log, k := errorLog(t, d)
+		require.Equal(t, 1, k, "%s: one distinct error: %s", name, log)
+		require.Contains(t, log, "failed (poll: injected CQ failure (test hook)); it joins its groups again with a new QP and CQ", name)
+	}
+	text, _ := errorLog(t, ds)
+	require.Contains(t, text, "ib: the CQ of UD endpoint 239.1.7.7:24605 on "+vm.IP+" failed")
+	t.Logf("subscriber: NAKs sent %d; publisher: retransmits sent %d", systemCounter(t, ds, "NAKs sent"), systemCounter(t, dp, "Retransmits sent"))
+}
+
+// TestIBRCRepeatedSharedCQFailures: two publishing drivers on one ib-qp=rc
+// subscription endpoint; its shared CQ fails five times while they stream,
+// some failures landing while the publications are still dialling back
+// (a connection accepted on queues rebuilt meanwhile is dropped, and the
+// old queues are destroyed once no QP uses them). Both streams arrive
+// whole and in order, and TestMain's leak check finds no queue left.
+func TestIBRCRepeatedSharedCQFailures(t *testing.T) {
+	vm := testutil.OneNode(t)
+	ds, ms := startCapture(t)
+	ch := "aeron:ib?endpoint=" + vm.IP + ":24607|ib-qp=rc|mtu=4096"
+	ctx := context.Background()
+	cs := connectTo(t, ds)
+	const n, failures = 20_000, 5
+	var pubs [2]*client.Publication
+	var rs [2]*receiver
+	dones := make(chan error, 2)
+	for i := range pubs {
+		sub, err := cs.AddSubscription(ctx, ch, int32(1001+i))
+		require.NoError(t, err)
+		dp, _ := startCapture(t)
+		pubs[i], err = connectTo(t, dp).AddPublication(ctx, ch, int32(1001+i))
+		require.NoError(t, err)
+		waitUntil(t, "connected", deadline, func() bool { return pubs[i].IsConnected() && sub.IsConnected() })
+		rs[i] = newReceiver(sub, 0)
+	}
+	require.Len(t, ms.transports(), 1)
+	for i := range rs {
+		go func() { dones <- rs[i].until(n, 5*deadline) }()
+	}
+	// The failures are injected beside the offers (no require off the
+	// test's goroutine: the injector reports through injected).
+	injected := make(chan error, 1)
+	go func() {
+		for k := 1; k <= failures; k++ {
+			time.Sleep(time.Duration(k*37) * time.Millisecond)
+			ib.FailNextPoll(ms.transports()[0])
+			end := time.Now().Add(deadline)
+			for ms.CQRebuilds.Load() != int64(k) {
+				if time.Now().After(end) {
+					injected <- fmt.Errorf("rebuild %d never happened", k)
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		injected <- nil
+	}()
+	for from := 0; from < n; from += n / 10 {
+		offerAll(t, pubs[0], from, from+n/10, 5*deadline)
+		offerAll(t, pubs[1], from, from+n/10, 5*deadline)
+	}
+	require.NoError(t, <-injected)
+	require.NoError(t, <-dones)
+	require.NoError(t, <-dones)
+	require.EqualValues(t, failures, ms.RC.CQErrors.Load())
+	require.EqualValues(t, failures, ms.CQRebuilds.Load())
+	require.Zero(t, ms.SendErrors.Load()+ms.RecvErrors.Load(), "completions in error")
+	log, _ := errorLog(t, ds)
+	require.Contains(t, log, "ib: rc poll the shared CQ of "+vm.IP+":24607 failed: injected CQ failure (test hook)")
+	t.Logf("subscriber: accepted %d, lost %d, NAKs sent %d", ms.RC.Accepted.Load(), ms.RC.Lost.Load(), systemCounter(t, ds, "NAKs sent"))
+}
