@@ -163,7 +163,9 @@ func sendDone(t *testing.T, peer string, port int, what string) {
 	var err error
 	end := time.Now().Add(deadline)
 	for {
-		conn, err = net.DialTimeout("tcp", net.JoinHostPort(peer, strconv.Itoa(port)), time.Second)
+		// 5 s: under netem loss a 1 s dial could give up with the
+		// handshake complete on node 1's side, which then read EOF
+		conn, err = net.DialTimeout("tcp", net.JoinHostPort(peer, strconv.Itoa(port)), 5*time.Second)
 		if err == nil || time.Now().After(end) {
 			break
 		}
@@ -182,16 +184,21 @@ func listenDone(t *testing.T, ip string, port int) net.Listener {
 	return ln
 }
 
-// awaitDone waits for node 2's line; done, if not nil, is closed first.
+// awaitDone waits for node 2's line. A connection that ends without one
+// (a dial node 2 gave up on while its handshake completed here) is skipped.
 func awaitDone(ln net.Listener, limit time.Duration) (string, error) {
 	ln.(*net.TCPListener).SetDeadline(time.Now().Add(limit))
-	conn, err := ln.Accept()
-	if err != nil {
-		return "", err
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return "", err
+		}
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		conn.Close()
+		if err == nil || line != "" {
+			return strings.TrimSpace(line), err
+		}
 	}
-	defer conn.Close()
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	return strings.TrimSpace(line), err
 }
 
 // netem puts loss on the root qdisc of dev for the test.
