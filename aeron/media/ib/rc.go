@@ -49,6 +49,11 @@ type RCStats struct {
 	// Aeron's liveness and EOS handle the image, a publication dials
 	// again, and nothing goes to the error log.
 	Disconnected atomic.Int64
+	// Abandoned counts accepted connections whose handshake the dialling
+	// peer gave up before it completed (REJECTED, CONNECT_ERROR or
+	// UNREACHABLE before ESTABLISHED: its dial timed out after a lost
+	// REP or RTU, and it dials again). Not an error either.
+	Abandoned atomic.Int64
 	// Lost counts connections that ended abnormally: the QP went to error
 	// (a completion in error, a failed post), the CM reported an error
 	// event, or its event channel failed. Each goes to the driver's error
@@ -406,7 +411,7 @@ func (t *rcTransport) accept(ctx context.Context, ev *cm.Event) {
 	}
 	t.m.RC.Accepted.Add(1)
 	t.wg.Add(1)
-	go t.watch(ctx, c, child)
+	go t.watch(ctx, c, child, false)
 }
 
 // handOver passes ev to the agent; false when Close came first (Close then
@@ -432,11 +437,12 @@ func (t *rcTransport) lose(c *rcConn, cause string) {
 	}
 }
 
-// disconnected ends c as the peer asked: counted, not reported (see
-// RCStats.Disconnected), unless the agent already found it lost.
-func (t *rcTransport) disconnected(c *rcConn) {
+// disconnected ends c as the peer asked: counted in n, not reported (see
+// RCStats.Disconnected and Abandoned), unless the agent already found it
+// lost.
+func (t *rcTransport) disconnected(c *rcConn, n *atomic.Int64) {
 	if c.closing.CompareAndSwap(false, true) {
-		t.m.RC.Disconnected.Add(1)
+		n.Add(1)
 		t.handOver(rcEvent{c: c})
 	}
 }
@@ -449,7 +455,12 @@ func (t *rcTransport) reportLoss(c *rcConn, cause string) {
 
 // watch waits for the connection's end: DISCONNECTED (the peer closed or
 // restarted), or an error event.
-func (t *rcTransport) watch(ctx context.Context, c *rcConn, id *cm.ID) {
+//
+// established is false for an accepted connection until the CM reports it
+// ESTABLISHED: an end before that is a handshake the dialling peer gave up
+// (its dial timed out, e.g. on a lossy link, and it dials again), counted
+// in RCStats.Abandoned and not an error.
+func (t *rcTransport) watch(ctx context.Context, c *rcConn, id *cm.ID, established bool) {
 	defer t.wg.Done()
 	for {
 		ev, err := id.GetEvent(ctx)
@@ -461,12 +472,19 @@ func (t *rcTransport) watch(ctx context.Context, c *rcConn, id *cm.ID) {
 		}
 		switch ev.Type {
 		case cm.EventEstablished:
+			established = true
 			continue
 		case cm.EventDisconnected:
-			t.disconnected(c)
+			t.disconnected(c, &t.m.RC.Disconnected)
 			return
-		case cm.EventDeviceRemoval, cm.EventConnectError, cm.EventUnreachable,
-			cm.EventRejected, cm.EventAddrChange:
+		case cm.EventConnectError, cm.EventUnreachable, cm.EventRejected:
+			if !established {
+				t.disconnected(c, &t.m.RC.Abandoned)
+				return
+			}
+			t.lose(c, "CM event "+ev.Type.String())
+			return
+		case cm.EventDeviceRemoval, cm.EventAddrChange:
 			t.lose(c, "CM event "+ev.Type.String())
 			return
 		}
@@ -484,7 +502,7 @@ func (t *rcTransport) openPublication() error {
 		t.local = c.conn.LocalAddr().String()
 		t.evc <- rcEvent{c: c, up: true}
 		t.wg.Add(1)
-		go t.watch(t.ctx, c, c.conn.ID())
+		go t.watch(t.ctx, c, c.conn.ID(), true)
 	} else if !retriable(err) {
 		return err
 	} else {
@@ -582,7 +600,7 @@ func (t *rcTransport) dialLoop() {
 				return
 			}
 			t.wg.Add(1)
-			go t.watch(ctx, c, c.conn.ID())
+			go t.watch(ctx, c, c.conn.ID(), true)
 			break
 		}
 	}
