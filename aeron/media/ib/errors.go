@@ -101,13 +101,7 @@ func (t *transport) restart() error {
 	t.sendFree, t.sendHead, t.sendTail = sendSlots, 0, 0
 	// sends of the old incarnation are gone: the registered logs they
 	// pointed into are no longer read by the device (regmem.go)
-	for s, r := range t.slotReg {
-		if r != nil {
-			r.inFlight -= t.slotLen[s]
-			t.slotReg[s] = nil
-		}
-	}
-	t.unsignalledReg = false
+	t.slots.freeAll()
 	for i := 0; i < t.ring; i++ {
 		if err := t.postRecv(i); err != nil {
 			return fail("repost the receive ring", err)

@@ -1,6 +1,9 @@
 package ib
 
-import "github.com/ibgo/ibgo/aeron/driver"
+import (
+	"github.com/ibgo/ibgo/aeron/driver"
+	"github.com/ibgo/ibgo/uverbs"
+)
 
 // ForceQPError moves an ib transport's QP to the error state, as a local
 // error or a fatal asynchronous event would, for the recovery tests.
@@ -23,4 +26,21 @@ func FailNextPoll(tr driver.Transport) {
 	case *rcTransport:
 		t.failPoll.Store(true)
 	}
+}
+
+// RCAckTimeouts returns the ACK timeout of every connection's QP of an
+// ib-qp=rc transport (queried from the kernel) after applying the
+// connections handed over so far. Only while no agent uses the transport.
+func RCAckTimeouts(tr driver.Transport) ([]uint8, error) {
+	t := tr.(*rcTransport)
+	t.drain()
+	var out []uint8
+	for _, c := range t.byKey {
+		a, _, err := c.qp.Query(uverbs.QPAttrTimeout)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a.Timeout)
+	}
+	return out, nil
 }

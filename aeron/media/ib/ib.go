@@ -128,7 +128,7 @@ func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.
 	if qp, _ := ch.Get(uri.KeyIBQueuePair); qp == uri.IBQueuePairRC {
 		return m.openRC(ch, bind, connect, p, aff)
 	}
-	t := &transport{m: m, peers: map[netip.AddrPort]*cm.UDPeer{}, keys: map[peerKey]netip.AddrPort{}}
+	t := &transport{m: m, peers: map[netip.AddrPort]*cm.UDPeer{}, keys: map[peerKey]netip.AddrPort{}, slots: newSlotRegs(sendSlots)}
 	window := max(p.SocketRcvbuf, 128<<10)
 	// The QP's receive queue is sized before the device is known (the id
 	// chooses it); maxRing is far below rxe's and mlx5's limits, and the
@@ -310,16 +310,10 @@ type transport struct {
 	stamp stamper // media receive timestamps (stamp.go)
 
 	// registered memory (regmem.go): the driver's publication logs,
-	// registered at the first Send after the endpoint is ready; slotReg
-	// and slotLen say which region and how many bytes of it the work
-	// request in each send slot reads, until its completion frees it.
-	regs        []*memReg
-	regsPending bool
-	slotReg     [sendSlots]*memReg
-	slotLen     [sendSlots]int
-	// unsignalledReg: a posted work request reading a registered region
-	// has no signalled one after it yet
-	unsignalledReg bool
+	// registered at the first Send after the endpoint is ready, and which
+	// of them the work request in each send slot reads
+	regions
+	slots slotRegs
 
 	// preallocated work requests: posting allocates nothing
 	rwr  [1]uverbs.RecvWR
@@ -458,11 +452,7 @@ func (t *transport) reap() error {
 				freed = sendSlots
 			}
 			for j := 0; j < freed; j++ {
-				s := (t.sendTail + j) % sendSlots
-				if r := t.slotReg[s]; r != nil {
-					r.inFlight -= t.slotLen[s]
-					t.slotReg[s] = nil
-				}
+				t.slots.free((t.sendTail + j) % sendSlots)
 			}
 			t.sendFree += freed
 			t.sendTail = (k + 1) % sendSlots
@@ -500,7 +490,7 @@ func (t *transport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error) {
 		return 0, fmt.Errorf("ib: no UD peer known for %s", dest)
 	}
 	if t.regsPending {
-		t.registerPending()
+		t.registerPending(t.ep.PD(), t.m)
 	}
 	if t.sendFree < len(datagrams) {
 		if err := t.reap(); err != nil {
@@ -551,9 +541,7 @@ func (t *transport) prepare(k int, d []byte, peer *cm.UDPeer) {
 	case r != nil:
 		t.ssge[k] = sge
 		wr.SGL = t.ssge[k : k+1]
-		r.inFlight += len(d)
-		t.slotReg[slot], t.slotLen[slot] = r, len(d)
-		t.unsignalledReg = true
+		t.slots.take(slot, r, len(d))
 		t.m.ZeroCopy.Add(1)
 	default:
 		off := t.sendBase + slot*t.slot
@@ -564,7 +552,7 @@ func (t *transport) prepare(k int, d []byte, peer *cm.UDPeer) {
 	}
 	if slot%signalEvery == signalEvery-1 {
 		wr.Flags |= uverbs.SendSignaled
-		t.unsignalledReg = false
+		t.slots.unsignalled = false
 	}
 	peer.Dest(wr)
 	t.sendHead = (t.sendHead + 1) % sendSlots
@@ -577,21 +565,18 @@ func (t *transport) post(k int, dest netip.AddrPort) (int, error) {
 	if k == 0 {
 		return 0, nil
 	}
-	if t.unsignalledReg {
+	if t.slots.unsignalled {
 		t.swr[k-1].Flags |= uverbs.SendSignaled
-		t.unsignalledReg = false
+		t.slots.unsignalled = false
 	}
 	n, err := t.qp.PostSend(t.swr[:k])
 	if n < k && n > 0 {
-		t.unsignalledReg = true // the signalled last one may not be among them
+		t.slots.unsignalled = true // the signalled last one may not be among them
 	}
 	for j := k - 1; j >= n; j-- { // not posted: undo prepare
 		t.sendHead = (t.sendHead - 1 + sendSlots) % sendSlots
 		t.sendFree++
-		if r := t.slotReg[t.sendHead]; r != nil {
-			r.inFlight -= t.slotLen[t.sendHead]
-			t.slotReg[t.sendHead] = nil
-		}
+		t.slots.free(t.sendHead)
 	}
 	for j := range t.swr[:k] { // keep no reference to the driver's memory
 		t.swr[j].InlineData, t.swr[j].SGL = nil, nil

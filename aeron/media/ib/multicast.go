@@ -65,7 +65,7 @@ func (m *Media) openMulticast(ch *uri.ChannelURI, bind, connect netip.AddrPort, 
 	if err != nil {
 		return nil, err
 	}
-	t := &transport{m: m, kind: kindGroup, peers: map[netip.AddrPort]*cm.UDPeer{}, keys: map[peerKey]netip.AddrPort{}, connect: connect}
+	t := &transport{m: m, kind: kindGroup, peers: map[netip.AddrPort]*cm.UDPeer{}, keys: map[peerKey]netip.AddrPort{}, connect: connect, slots: newSlotRegs(sendSlots)}
 	window := max(p.SocketRcvbuf, 128<<10)
 	ring := ringSize(window, 1024, 0, 0)
 	opts := &cm.UDOptions{Cap: uverbs.QPCap{MaxSendWR: sendSlots, MaxRecvWR: uint32(ring), MaxSendSGE: 1, MaxRecvSGE: 1},

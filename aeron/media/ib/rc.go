@@ -154,6 +154,8 @@ type rcConn struct {
 	recvSlots         int // receive buffers at the start of mem (publication side)
 	sendBase          int
 	head, tail, nfree int
+	inline            int                      // the QP's max inline data
+	slots             slotRegs                 // which registered log each send slot reads (regmem.go)
 	closing           atomic.Bool              // the first to set it reports the loss
 	swr               [postBatch]uverbs.SendWR // preallocated: posting allocates nothing
 	ssge              [postBatch]uverbs.SGE
@@ -197,8 +199,13 @@ type rcTransport struct {
 	// connections
 	anchorCh *cm.Channel
 	anchor   *cm.ID
+	ppd      *uverbs.PD // the anchor's; the agent reads it once a connection was handed over
 	pmem     *uverbs.Memory
 	pmr      *uverbs.MR
+
+	// the driver's publication logs (regmem.go), registered with the
+	// transport's PD at the first Send with a connection
+	regions
 
 	// subscription side. sharedMu guards cq, srq and gen against the
 	// accept goroutine, which creates QPs on them, while the agent rebuilds
@@ -385,7 +392,7 @@ func (t *rcTransport) accept(ctx context.Context, ev *cm.Event) {
 		err = errCQFailed // a rebuild failed: none to connect to until the next
 	} else {
 		_, err = child.CreateQP(t.pd, cm.QPInitAttr{SendCQ: cq, RecvCQ: cq, SRQ: srq,
-			Cap: uverbs.QPCap{MaxSendWR: rcSendSlots, MaxSendSGE: 1}})
+			Cap: uverbs.QPCap{MaxSendWR: rcSendSlots, MaxSendSGE: 1, MaxInlineData: wantInline}})
 	}
 	t.sharedMu.Unlock()
 	if err != nil {
@@ -393,6 +400,7 @@ func (t *rcTransport) accept(ctx context.Context, ev *cm.Event) {
 		return
 	}
 	c.qp = child.QP()
+	c.inline = int(c.qp.Cap().MaxInlineData)
 	if err := c.allocSend(t.pd, 0, t.mtu); err != nil {
 		c.id = nil // release frees the buffers only; reject closes the id
 		c.release()
@@ -404,6 +412,15 @@ func (t *rcTransport) accept(ctx context.Context, ev *cm.Event) {
 	// connection known.
 	if !t.handOver(rcEvent{c: c, up: true}) {
 		return
+	}
+	// Status messages and NAKs go back on this QP: it retransmits as
+	// quickly as the publication's (RCAckTimeout), not after rdma_cm's
+	// default. Accept moves it to RTS with this value.
+	if RCAckTimeout != 0 {
+		if err := child.SetAckTimeout(RCAckTimeout); err != nil {
+			t.lose(c, "set the ACK timeout: "+err.Error())
+			return
+		}
 	}
 	if err := child.Accept(nil); err != nil {
 		t.lose(c, "accept: "+err.Error())
@@ -532,15 +549,16 @@ func (t *rcTransport) dial(ctx context.Context) (*rcConn, error) {
 		return nil, err
 	}
 	c := &rcConn{key: t.keys.Add(1), addr: t.connect, mem: t.pmem, mr: t.pmr, shared: true,
-		recvSlots: rcPeerRecv, sendBase: rcPeerRecv * t.mtu, nfree: rcSendSlots}
+		recvSlots: rcPeerRecv, sendBase: rcPeerRecv * t.mtu, nfree: rcSendSlots, slots: newSlotRegs(rcSendSlots)}
 	vctx, pd, _ := t.anchor.Verbs()
 	d := cm.Dialer{
 		PD:         pd,
-		Cap:        uverbs.QPCap{MaxSendWR: rcSendSlots, MaxRecvWR: rcPeerRecv, MaxSendSGE: 1, MaxRecvSGE: 1},
+		Cap:        uverbs.QPCap{MaxSendWR: rcSendSlots, MaxRecvWR: rcPeerRecv, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: wantInline},
 		Param:      &cm.ConnParam{PrivateData: rcConnectData(t.mtu), RetryCount: 7, RNRRetryCount: 7},
 		AckTimeout: RCAckTimeout,
 		BeforeConnect: func(cn *cm.Conn) error {
 			c.qp, c.cq = cn.QP(), cn.RecvCQ()
+			c.inline = int(c.qp.Cap().MaxInlineData)
 			for i := 0; i < rcPeerRecv; i++ {
 				if err := c.postRecv(i, t.mtu); err != nil {
 					return err
@@ -648,7 +666,7 @@ func (t *rcTransport) anchorDevice(ctx context.Context) error {
 		ch.Close()
 		return fmt.Errorf("ib: register rc connection buffers: %w", err)
 	}
-	t.anchorCh, t.anchor, t.pmem, t.pmr = ch, id, mem, mr
+	t.anchorCh, t.anchor, t.ppd, t.pmem, t.pmr = ch, id, pd, mem, mr
 	return nil
 }
 
@@ -660,6 +678,7 @@ func (c *rcConn) allocSend(pd *uverbs.PD, recv, mtu int) error {
 	var err error
 	c.recvSlots, c.sendBase = recv, recv*mtu
 	c.head, c.tail, c.nfree = 0, 0, rcSendSlots
+	c.slots = newSlotRegs(rcSendSlots)
 	if c.mem, err = uverbs.AllocMemory((recv+rcSendSlots)*mtu, uverbs.MemoryOptions{}); err != nil {
 		return fmt.Errorf("ib: rc connection buffers: %w", err)
 	}
@@ -771,6 +790,8 @@ func (t *rcTransport) drop(c *rcConn) {
 	// The shared CQ may still hold this QP's completions: they find no
 	// connection by key or QPN and are skipped.
 	c.release()
+	// its QP is gone: the device reads no registered log for it any more
+	c.slots.freeAll()
 	if t.connect.IsValid() && t.cur == nil && !t.closed {
 		select {
 		case t.redial <- struct{}{}:
@@ -840,6 +861,9 @@ func (t *rcTransport) poll(cq *uverbs.CQ) error {
 		if freed == 0 {
 			freed = rcSendSlots
 		}
+		for j := 0; j < freed; j++ { // a send queue completes in order
+			c.slots.free((c.tail + j) % rcSendSlots)
+		}
 		c.nfree += freed
 		c.tail = (k + 1) % rcSendSlots
 	}
@@ -854,10 +878,15 @@ func (t *rcTransport) countErr(s uverbs.WCStatus, n *atomic.Int64) {
 	}
 }
 
-// Send copies datagrams into the connection's bounce slots and posts them
-// as one work-request list (one doorbell) per postBatch. A full send queue
-// (after one poll of completions) is a short send; a lost connection drops
-// the rest and counts them, as an unconnected UDP path loses them.
+// Send posts datagrams on the connection as one work-request list (one
+// doorbell) per postBatch, each as UD's Send does it: from a registered
+// publication log without a copy while its in-flight bound allows, inline
+// when small, else copied into the connection's bounce slot; one work
+// request in signalEvery is signalled, and the last of a list when a
+// registered log's bytes would otherwise wait for a later one. A full
+// send queue (after one poll of completions) is a short send; a lost
+// connection drops the rest and counts them, as an unconnected UDP path
+// loses them.
 func (t *rcTransport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error) {
 	t.drain()
 	var c *rcConn
@@ -871,6 +900,9 @@ func (t *rcTransport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error)
 		// the next Recv drops it): lost as on an unconnected UDP path
 		t.m.RC.Dropped.Add(int64(len(datagrams)))
 		return len(datagrams), nil
+	}
+	if t.regsPending {
+		t.registerPending(t.regPD(), t.m)
 	}
 	cq := t.cq
 	if c.cq != nil {
@@ -896,20 +928,11 @@ func (t *rcTransport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error)
 				tooBig = fmt.Errorf("ib: frame of %d bytes to %s is above the channel mtu %d", len(d), dest, t.mtu)
 				break
 			}
-			slot := (c.head + k) % rcSendSlots
-			off := c.sendBase + slot*t.mtu
-			copy(c.mem.Bytes()[off:], d)
-			c.ssge[k] = c.mr.SGE(off, len(d))
-			c.swr[k] = uverbs.SendWR{WRID: rcSendWRID | uint64(c.key)<<16 | uint64(slot), Opcode: uverbs.WRSend, SGL: c.ssge[k : k+1]}
-			if slot%signalEvery == signalEvery-1 {
-				c.swr[k].Flags = uverbs.SendSignaled
-			}
+			t.prepare(c, k, d)
 			k++
 		}
 		if k > 0 {
-			n, err := c.qp.PostSend(c.swr[:k])
-			c.head = (c.head + n) % rcSendSlots
-			c.nfree -= n
+			n, err := t.post(c, k)
 			sent += n
 			if err != nil {
 				// the QP left RTS: the connection is gone
@@ -923,6 +946,108 @@ func (t *rcTransport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error)
 		}
 	}
 	return sent, nil
+}
+
+// regPD is the PD the transport's logs are registered with: the
+// subscription's, or the publication's anchor's (it outlives every
+// connection).
+func (t *rcTransport) regPD() *uverbs.PD {
+	if t.connect.IsValid() {
+		return t.ppd
+	}
+	return t.pd
+}
+
+// prepare fills work request k of c's next list with d, in send slot
+// c.head+k.
+func (t *rcTransport) prepare(c *rcConn, k int, d []byte) {
+	slot := (c.head + k) % rcSendSlots
+	wr := &c.swr[k]
+	*wr = uverbs.SendWR{WRID: rcSendWRID | uint64(c.key)<<16 | uint64(slot), Opcode: uverbs.WRSend}
+	switch r, sge := t.registered(d); {
+	case len(d) <= c.inline:
+		wr.InlineData, wr.Flags = d, uverbs.SendInline
+		t.m.Inline.Add(1)
+	case r != nil:
+		c.ssge[k] = sge
+		wr.SGL = c.ssge[k : k+1]
+		c.slots.take(slot, r, len(d))
+		t.m.ZeroCopy.Add(1)
+	default:
+		off := c.sendBase + slot*t.mtu
+		copy(c.mem.Bytes()[off:], d)
+		c.ssge[k] = c.mr.SGE(off, len(d))
+		wr.SGL = c.ssge[k : k+1]
+		t.m.Copied.Add(1)
+	}
+	if slot%signalEvery == signalEvery-1 {
+		wr.Flags |= uverbs.SendSignaled
+		c.slots.unsignalled = false
+	}
+}
+
+// post posts c's k prepared work requests with one doorbell and takes
+// their slots; those the provider refused give theirs back.
+func (t *rcTransport) post(c *rcConn, k int) (int, error) {
+	if c.slots.unsignalled {
+		c.swr[k-1].Flags |= uverbs.SendSignaled
+		c.slots.unsignalled = false
+	}
+	n, err := c.qp.PostSend(c.swr[:k])
+	if n < k && n > 0 {
+		c.slots.unsignalled = true // the signalled last one may not be among them
+	}
+	for j := n; j < k; j++ {
+		c.slots.free((c.head + j) % rcSendSlots)
+	}
+	for j := range c.swr[:k] { // keep no reference to the driver's memory
+		c.swr[j].InlineData, c.swr[j].SGL = nil, nil
+	}
+	c.head = (c.head + n) % rcSendSlots
+	c.nfree -= n
+	return n, err
+}
+
+// RegisterMemory implements driver.MemoryRegistrar as the UD transport
+// does: b is registered with the transport's PD at the first Send that
+// has a connection (a publication's PD comes with its first resolved
+// address and then outlives every connection, so a reconnect keeps the
+// registration).
+func (t *rcTransport) RegisterMemory(b []byte, maxInFlight int) (func() error, error) {
+	r, err := t.add(b, maxInFlight)
+	if err != nil {
+		return nil, err
+	}
+	return func() error { return t.unregister(r) }, nil
+}
+
+// unregister is the release func of RegisterMemory: wait for the sends
+// reading r (polling the connection's CQ, or the shared one), then
+// deregister it. As on UD, deregistering after the wait timed out is safe
+// for memory: the device fails those sends instead.
+func (t *rcTransport) unregister(r *memReg) error {
+	if r.released {
+		return nil
+	}
+	r.released = true
+	var err error
+	if r.inFlight > 0 {
+		cq := t.cq
+		if t.connect.IsValid() && t.cur != nil {
+			cq = t.cur.cq
+		}
+		if cq != nil && !(cq == t.cq && t.sharedFailed) {
+			err = quiesceWith(r, func() error { return t.poll(cq) })
+		}
+	}
+	err = errors.Join(err, t.remove(r))
+	for _, c := range t.byKey {
+		c.slots.forget(r)
+	}
+	if t.cur != nil {
+		t.cur.slots.forget(r)
+	}
+	return err
 }
 
 func (t *rcTransport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
@@ -1031,6 +1156,11 @@ func (t *rcTransport) Close() error {
 		t.drop(t.cur)
 	}
 	var errs []error
+	// the driver's logs before the PD they are registered with (the
+	// anchor's, the listener's); no QP reads them any more
+	for len(t.regs) > 0 {
+		errs = append(errs, t.unregister(t.regs[0]))
+	}
 	t.retire()
 	for _, q := range t.retired {
 		errs = append(errs, q.close())

@@ -152,7 +152,10 @@ func TestIBRCLargeMTU(t *testing.T) {
 		}
 		sub.Poll(fh, 64)
 	}
-	t.Logf("%d messages of %d B over ib-qp=rc|mtu=16384; frames dropped: %d", n, size, m.RC.Dropped.Load())
+	t.Logf("%d messages of %d B over ib-qp=rc|mtu=16384; frames dropped: %d; %d from the term buffer, %d inline, %d copied",
+		n, size, m.RC.Dropped.Load(), m.ZeroCopy.Load(), m.Inline.Load(), m.Copied.Load())
+	// the publication's log is registered: data frames leave from it
+	require.Greater(t, m.ZeroCopy.Load(), int64(n), "frames posted from the term buffer")
 	requireCleanRC(t, m)
 	requireNoErrorLog(t, d)
 }
@@ -457,4 +460,12 @@ func TestIBRCTransportRoundTrip(t *testing.T) {
 	require.Zero(t, bad, "frames not intact")
 	require.Zero(t, allocs, "allocations per round trip")
 	require.Zero(t, m.RC.Dropped.Load()+m.RC.Lost.Load()+m.SendErrors.Load()+m.RecvErrors.Load())
+
+	// both ends' QPs retransmit after ib.RCAckTimeout, the accepting one
+	// (whose status messages and NAKs go back on it) too
+	for _, tr := range []driver.Transport{pub, sub} {
+		ts, err := ib.RCAckTimeouts(tr)
+		require.NoError(t, err)
+		require.Equal(t, []uint8{ib.RCAckTimeout}, ts, "%s's QP ACK timeout", tr.LocalAddr())
+	}
 }

@@ -25,15 +25,16 @@ type memReg struct {
 	released bool
 }
 
-// RegisterMemory implements driver.MemoryRegistrar: b is registered with
-// the device at the first Send once the endpoint is set up (a publication
-// may exist before SIDR resolved its subscription, and the PD comes with
-// the resolved id), and then its datagrams go out without a copy while
-// fewer than maxInFlight of its bytes are posted and not completed (the
-// driver's bound against its cleaning, see driver.MemoryRegistrar). The
-// driver calls this before the sender agent uses the transport, and the
-// release func after the sender let go of it.
-func (t *transport) RegisterMemory(b []byte, maxInFlight int) (func() error, error) {
+// regions are the logs the driver registered with one transport (UD or
+// RC), in the order it registered them. Owned by the transport's agent.
+type regions struct {
+	regs        []*memReg
+	regsPending bool // a region waits for registerPending
+}
+
+// add takes b for registration at the next registerPending (see
+// driver.MemoryRegistrar).
+func (rs *regions) add(b []byte, maxInFlight int) (*memReg, error) {
 	if len(b) == 0 {
 		return nil, errors.New("ib: register memory: empty buffer")
 	}
@@ -43,24 +44,24 @@ func (t *transport) RegisterMemory(b []byte, maxInFlight int) (func() error, err
 		return nil, fmt.Errorf("ib: register a publication log of %d bytes: %w", len(b), err)
 	}
 	r := &memReg{b: b, budget: max(maxInFlight, 1)}
-	t.regs = append(t.regs, r)
-	t.regsPending = true
-	return func() error { return t.unregister(r) }, nil
+	rs.regs = append(rs.regs, r)
+	rs.regsPending = true
+	return r, nil
 }
 
-// registerPending registers the regions not registered yet; a refusal is
-// counted and leaves the region to the bounce buffer.
-func (t *transport) registerPending() {
-	t.regsPending = false
-	for _, r := range t.regs {
+// registerPending registers the regions not registered yet with pd; a
+// refusal is counted in m and leaves the region to the bounce buffer.
+func (rs *regions) registerPending(pd *uverbs.PD, m *Media) {
+	rs.regsPending = false
+	for _, r := range rs.regs {
 		if r.mr != nil || r.failed || r.released {
 			continue
 		}
 		// local read access only: the device gathers sends from it
-		mr, err := t.ep.PD().RegMR(r.b, 0)
+		mr, err := pd.RegMR(r.b, 0)
 		if err != nil {
 			r.failed = true
-			t.m.RegisterErrors.Add(1)
+			m.RegisterErrors.Add(1)
 			continue
 		}
 		r.mr = mr
@@ -71,8 +72,8 @@ func (t *transport) registerPending() {
 // when d is not in registered memory or its region's in-flight bound
 // would be exceeded (a single datagram is allowed when none is in flight:
 // the driver's mtu is at most a term/8).
-func (t *transport) registered(d []byte) (*memReg, uverbs.SGE) {
-	for _, r := range t.regs {
+func (rs *regions) registered(d []byte) (*memReg, uverbs.SGE) {
+	for _, r := range rs.regs {
 		if r.mr == nil {
 			continue
 		}
@@ -86,15 +87,97 @@ func (t *transport) registered(d []byte) (*memReg, uverbs.SGE) {
 	return nil, uverbs.SGE{}
 }
 
-// quiesce polls the CQ until no posted send reads r, for at most
-// QuiesceTimeout. Receive completions met meanwhile wait for Recv.
-func (t *transport) quiesce(r *memReg) error {
-	if r.inFlight == 0 || !t.ready.Load() {
-		return nil
+// remove deregisters r and forgets it; the caller has waited for the sends
+// reading it (or given up waiting).
+func (rs *regions) remove(r *memReg) error {
+	var err error
+	if r.mr != nil {
+		err = r.mr.Close()
+		r.mr = nil
 	}
+	for i, x := range rs.regs {
+		if x == r {
+			rs.regs = append(rs.regs[:i], rs.regs[i+1:]...)
+			break
+		}
+	}
+	return err
+}
+
+// deregisterAll closes every region's MR and keeps the regions for the
+// next registerPending (with a new PD): the endpoint they were registered
+// on is going, and with it every send that read them.
+func (rs *regions) deregisterAll() error {
+	var errs []error
+	for _, r := range rs.regs {
+		if r.mr != nil {
+			errs = append(errs, r.mr.Close())
+			r.mr = nil
+		}
+		r.inFlight = 0
+		if !r.failed && !r.released {
+			rs.regsPending = true
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// slotRegs say, for each send slot of a send queue, which region and how
+// many bytes of it the work request in the slot reads until its
+// completion frees the slot. Owned by the transport's agent.
+type slotRegs struct {
+	reg []*memReg
+	n   []int
+	// unsignalled: a posted work request reading a registered region has
+	// no signalled one after it yet
+	unsignalled bool
+}
+
+func newSlotRegs(slots int) slotRegs {
+	return slotRegs{reg: make([]*memReg, slots), n: make([]int, slots)}
+}
+
+// take records that slot's work request reads n bytes of r.
+func (s *slotRegs) take(slot int, r *memReg, n int) {
+	r.inFlight += n
+	s.reg[slot], s.n[slot] = r, n
+	s.unsignalled = true
+}
+
+// free ends slot's read of its region (its work request completed, or was
+// never posted).
+func (s *slotRegs) free(slot int) {
+	if r := s.reg[slot]; r != nil {
+		r.inFlight -= s.n[slot]
+		s.reg[slot] = nil
+	}
+}
+
+// freeAll ends every slot's read: the queue pair is gone or restarted, so
+// the device reads none of them any more.
+func (s *slotRegs) freeAll() {
+	for i := range s.reg {
+		s.free(i)
+	}
+	s.unsignalled = false
+}
+
+// forget drops the slots' references to r (released: its count no longer
+// matters).
+func (s *slotRegs) forget(r *memReg) {
+	for i := range s.reg {
+		if s.reg[i] == r {
+			s.reg[i] = nil
+		}
+	}
+}
+
+// quiesceWith calls reap until no posted send reads r, for at most
+// QuiesceTimeout.
+func quiesceWith(r *memReg, reap func() error) error {
 	end := time.Now().Add(QuiesceTimeout)
 	for r.inFlight > 0 {
-		if err := t.reap(); err != nil {
+		if err := reap(); err != nil {
 			return err
 		}
 		if r.inFlight > 0 && time.Now().After(end) {
@@ -102,6 +185,24 @@ func (t *transport) quiesce(r *memReg) error {
 		}
 	}
 	return nil
+}
+
+// ---- UD transports
+
+// RegisterMemory implements driver.MemoryRegistrar: b is registered with
+// the device at the first Send once the endpoint is set up (a publication
+// may exist before SIDR resolved its subscription, and the PD comes with
+// the resolved id), and then its datagrams go out without a copy while
+// fewer than maxInFlight of its bytes are posted and not completed (the
+// driver's bound against its cleaning, see driver.MemoryRegistrar). The
+// driver calls this before the sender agent uses the transport, and the
+// release func after the sender let go of it.
+func (t *transport) RegisterMemory(b []byte, maxInFlight int) (func() error, error) {
+	r, err := t.add(b, maxInFlight)
+	if err != nil {
+		return nil, err
+	}
+	return func() error { return t.unregister(r) }, nil
 }
 
 // unregister is the release func of RegisterMemory: wait for the sends
@@ -114,22 +215,13 @@ func (t *transport) unregister(r *memReg) error {
 		return nil
 	}
 	r.released = true
-	err := t.quiesce(r)
-	if r.mr != nil {
-		err = errors.Join(err, r.mr.Close())
-		r.mr = nil
+	var err error
+	if r.inFlight > 0 && t.ready.Load() {
+		// receive completions met meanwhile wait for Recv
+		err = quiesceWith(r, t.reap)
 	}
-	for i, x := range t.regs {
-		if x == r {
-			t.regs = append(t.regs[:i], t.regs[i+1:]...)
-			break
-		}
-	}
-	for s := range t.slotReg {
-		if t.slotReg[s] == r {
-			t.slotReg[s] = nil
-		}
-	}
+	err = errors.Join(err, t.remove(r))
+	t.slots.forget(r)
 	return err
 }
 
@@ -149,18 +241,8 @@ func (t *transport) unregisterAll() error {
 // Sends still posted from them go with the old QP, so nothing is in
 // flight any more.
 func (t *transport) dropRegistrations() error {
-	var errs []error
-	for _, r := range t.regs {
-		if r.mr != nil {
-			errs = append(errs, r.mr.Close())
-			r.mr = nil
-		}
-		r.inFlight = 0
-		if !r.failed && !r.released {
-			t.regsPending = true
-		}
-	}
-	clear(t.slotReg[:])
-	t.unsignalledReg = false
-	return errors.Join(errs...)
+	err := t.deregisterAll()
+	clear(t.slots.reg)
+	t.slots.unsignalled = false
+	return err
 }

@@ -4,6 +4,7 @@ package ib_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -22,12 +23,19 @@ import (
 // memory through the bounce buffer; all arrive once, in order, intact and
 // with a media receive timestamp; a batch of 16 posts and its receipt
 // allocate nothing; releasing the region waits for its sends.
-func TestIBSendPath(t *testing.T) {
+func TestIBSendPath(t *testing.T) { testSendPath(t, 24577, "") }
+
+// TestIBRCSendPath is TestIBSendPath over ib-qp=rc: a publication's
+// connection posts from the registered log as UD does.
+func TestIBRCSendPath(t *testing.T) { testSendPath(t, 24578, "|ib-qp=rc") }
+
+func testSendPath(t *testing.T, port int, params string) {
 	vm := testutil.OneNode(t)
 	m := ib.New()
-	ch, err := uri.Parse("aeron:ib?endpoint=" + vm.IP + ":24577|mtu=4096")
+	ep := fmt.Sprintf("%s:%d", vm.IP, port)
+	ch, err := uri.Parse("aeron:ib?endpoint=" + ep + "|mtu=4096" + params)
 	require.NoError(t, err)
-	bind := netip.MustParseAddrPort(vm.IP + ":24577")
+	bind := netip.MustParseAddrPort(ep)
 	rx, err := m.Open(ch, bind, netip.AddrPort{}, driver.TransportParams{SocketRcvbuf: 1 << 20, MTU: 4096, MediaTimestamps: true}, driver.AffinityReceiver)
 	require.NoError(t, err)
 	defer rx.Close()
@@ -115,6 +123,7 @@ func TestIBSendPath(t *testing.T) {
 	require.Zero(t, m.RegisterErrors.Load())
 	require.Zero(t, m.SendErrors.Load())
 	require.Zero(t, m.RecvErrors.Load())
+	require.Zero(t, m.RC.Dropped.Load()+m.RC.Lost.Load())
 	t.Logf("zero-copy %d, inline %d, copied %d datagrams", m.ZeroCopy.Load(), m.Inline.Load(), m.Copied.Load())
 
 	// after release the region's datagrams are copied
