@@ -541,7 +541,10 @@ func (t *transport) prepare(k int, d []byte, peer *cm.UDPeer) {
 	case r != nil:
 		t.ssge[k] = sge
 		wr.SGL = t.ssge[k : k+1]
-		t.slots.take(slot, r, len(d))
+		if t.slots.take(slot, r, len(d)) {
+			wr.Flags |= uverbs.SendSignaled
+			t.slots.unsignalled = false
+		}
 		t.m.ZeroCopy.Add(1)
 	default:
 		off := t.sendBase + slot*t.slot

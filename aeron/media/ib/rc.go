@@ -971,7 +971,10 @@ func (t *rcTransport) prepare(c *rcConn, k int, d []byte) {
 	case r != nil:
 		c.ssge[k] = sge
 		wr.SGL = c.ssge[k : k+1]
-		c.slots.take(slot, r, len(d))
+		if c.slots.take(slot, r, len(d)) {
+			wr.Flags |= uverbs.SendSignaled
+			c.slots.unsignalled = false
+		}
 		t.m.ZeroCopy.Add(1)
 	default:
 		off := c.sendBase + slot*t.mtu

@@ -137,11 +137,16 @@ func newSlotRegs(slots int) slotRegs {
 	return slotRegs{reg: make([]*memReg, slots), n: make([]int, slots)}
 }
 
-// take records that slot's work request reads n bytes of r.
-func (s *slotRegs) take(slot int, r *memReg, n int) {
+// take records that slot's work request reads n bytes of r. It reports
+// whether that work request should be signalled now: r has half its
+// in-flight bound posted, so its count must come down soon or its next
+// frames are copied (large frames reach the bound long before the
+// signalEvery'th work request).
+func (s *slotRegs) take(slot int, r *memReg, n int) bool {
 	r.inFlight += n
 	s.reg[slot], s.n[slot] = r, n
 	s.unsignalled = true
+	return 2*r.inFlight >= r.budget
 }
 
 // free ends slot's read of its region (its work request completed, or was

@@ -11,17 +11,17 @@ import (
 func TestSlotRegs(t *testing.T) {
 	a, b := &memReg{budget: 100}, &memReg{budget: 100}
 	s := newSlotRegs(4)
-	s.take(0, a, 10)
-	s.take(1, b, 20)
-	s.take(2, a, 30)
+	require.False(t, s.take(0, a, 10))
+	require.False(t, s.take(1, b, 20))
+	require.True(t, s.take(2, a, 40), "half of a's bound in flight: signal")
 	require.True(t, s.unsignalled)
-	require.Equal(t, 40, a.inFlight)
+	require.Equal(t, 50, a.inFlight)
 	require.Equal(t, 20, b.inFlight)
 
 	s.free(0)
 	s.free(0) // a free slot frees nothing
 	s.free(3)
-	require.Equal(t, 30, a.inFlight)
+	require.Equal(t, 40, a.inFlight)
 
 	s.forget(b) // released: b's count no longer moves
 	s.free(1)
