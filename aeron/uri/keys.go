@@ -397,6 +397,13 @@ func (u *ChannelURI) validate(s string) error {
 		if qp == IBQueuePairRC && u.IsMulticast() {
 			return fail(KeyEndpoint, "multicast needs ib-qp=ud: a reliable connection (ib-qp=rc) joins exactly two queue pairs")
 		}
+		if qp == IBQueuePairRC {
+			for _, k := range []string{KeyControl, KeyControlMode} {
+				if _, ok := u.Get(k); ok {
+					return fail(k, "multi-destination-cast needs ib-qp=ud: a reliable connection (ib-qp=rc) joins exactly two queue pairs")
+				}
+			}
+		}
 		if v, ok := u.Get(KeyMTU); ok && qp == IBQueuePairUD {
 			if n, _ := ParseSize(v); n > IBUDMaxMTU {
 				return fail(KeyMTU, fmt.Sprintf("with ib-qp=ud an Aeron datagram is one IB message, at most the %d-byte path MTU; use ib-qp=rc for larger frames", IBUDMaxMTU))

@@ -35,8 +35,10 @@ import (
 // Media is the ib medium. Safe for concurrent use.
 type Media struct {
 	// RecvErrors counts receive completions in error; SendErrors send
-	// completions in error; Unresolved datagrams for a destination no
-	// peer is known for.
+	// completions in error; Unresolved datagrams dropped because their
+	// destination was not resolved yet (peers.go: a UD transport resolves
+	// it in the background) or, on ib-qp=rc, frames from no known
+	// connection.
 	RecvErrors, SendErrors, Unresolved atomic.Int64
 	// ResolveErrors counts background SIDR attempts of a publication that
 	// failed otherwise than "nobody listens there yet".
@@ -159,6 +161,11 @@ func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.
 		}
 		t.startDialLoop()
 		return t, nil
+	}
+	if !bind.Addr().IsValid() || bind.Addr().IsUnspecified() {
+		// a control-mode=manual publication without control=, or a
+		// wildcard endpoint: no IP, so no device for the QP
+		return nil, fmt.Errorf("ib: bind %s: aeron:ib needs a specific local IP (it chooses the device the queue pair lives on): name one in endpoint= (a subscription) or control= (a multi-destination-cast publication)", bind)
 	}
 	t.kind, t.bind = kindListen, bind
 	if err := t.listen(); err != nil {
@@ -308,6 +315,11 @@ type transport struct {
 	inline   int // the QP's max inline data
 
 	stamp stamper // media receive timestamps (stamp.go)
+
+	// destinations resolved on demand (peers.go); epGen counts endpoints
+	// released, so an answer for an earlier one is dropped
+	res   peerResolver
+	epGen uint32
 
 	// registered memory (regmem.go): the driver's publication logs,
 	// registered at the first Send after the endpoint is ready, and which
@@ -486,8 +498,15 @@ func (t *transport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error) {
 	}
 	peer := t.peers[dest]
 	if peer == nil {
-		t.m.Unresolved.Add(1)
-		return 0, fmt.Errorf("ib: no UD peer known for %s", dest)
+		t.collectPeers() // peers.go
+		if peer = t.peers[dest]; peer == nil {
+			// not resolved yet (a control address, a manual destination):
+			// resolve it in the background; lost meanwhile, as on an
+			// unconnected UDP path
+			t.askPeer(dest)
+			t.m.Unresolved.Add(int64(len(datagrams)))
+			return len(datagrams), nil
+		}
 	}
 	if t.regsPending {
 		t.registerPending(t.ep.PD(), t.m)
@@ -694,6 +713,7 @@ func (t *transport) Close() error {
 	}
 	t.closed = true
 	t.stopLoop()
+	t.stopPeers()
 	// the driver's logs first: the PD they are registered with goes with
 	// the endpoint
 	err := t.unregisterAll()
@@ -703,6 +723,7 @@ func (t *transport) Close() error {
 // release frees what setup and dial made (idempotent).
 func (t *transport) release() error {
 	t.ready.Store(false)
+	t.epGen++
 	var errs []error
 	errs = append(errs, t.mc.leave(t))
 	t.mc = nil
