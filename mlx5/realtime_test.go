@@ -202,3 +202,43 @@ func (k *fakeKernel) createdCQs() (uhw [][]byte, flags []uint32) {
 	defer k.mu.Unlock()
 	return append([][]byte(nil), k.cqUHW...), append([]uint32(nil), k.cqFlags...)
 }
+
+// WCExCompletionTimestampWallclock through the extended poll, as libmlx5
+// chooses: a real-time CQ where the context advertises the format (driver
+// flag 4; ReadCompletionWallclockNS decodes the CQE's seconds:nanoseconds),
+// else a free-running one (no driver flag) converted through the
+// clock-info page.
+func TestFakeKernelWallclockWCFlag(t *testing.T) {
+	overBoth(t, func(t *testing.T, ioctl bool) {
+		for _, realTime := range []bool{true, false} {
+			t.Run(map[bool]string{true: "real-time", false: "free-running"}[realTime], func(t *testing.T) {
+				k := newFakeKernel(t, ioctl)
+				k.realTime = realTime
+				p := newFKPairOn(t, k, 8, 8, uverbs.CQInitAttr{CQE: 16, WCFlags: uverbs.WCExStandard | uverbs.WCExCompletionTimestampWallclock})
+				uhw, flags := k.createdCQs()
+				require.Equal(t, []uint32{abi.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION, abi.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION}, flags)
+				var want int64
+				if realTime {
+					require.Equal(t, uverbs.TimestampWallClock, p.cqA.TimestampFormat())
+					require.Equal(t, uint16(cqFlagRealTimeTS), binary.LittleEndian.Uint16(uhw[0][22:]))
+					k.dev.now = rt(1_700_000_456, 7) - 1000
+					want = 1_700_000_456_000_000_007
+				} else {
+					require.Equal(t, uverbs.TimestampFreeRunning, p.cqA.TimestampFormat())
+					require.Zero(t, binary.LittleEndian.Uint16(uhw[0][22:]))
+					// 1 ns a tick, the page's snapshot 1000 ticks before the CQE.
+					k.dev.now = 0x10000 - 1000
+					ci := (*abi.Mlx5ClockInfo)(unsafe.Pointer(&k.clock[0]))
+					*ci = abi.Mlx5ClockInfo{NSec: 1_700_000_000_000_000_000, Cycles: 0x10000 - 1000, Mult: 1 << 10, Shift: 10, Mask: 1<<48 - 1}
+					want = 1_700_000_000_000_001_000
+				}
+				p.send(t, uverbs.SendWR{WRID: 5, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+					RemoteAddr: memAddr(p.memB), RKey: p.mrB.RKey(), SGL: []uverbs.SGE{p.sgeA(0, 8)}})
+				require.NoError(t, p.cqA.StartPoll())
+				require.Equal(t, uint64(5), p.cqA.WRID())
+				require.Equal(t, uint64(want), p.cqA.ReadCompletionWallclockNS(), "real time %v", realTime)
+				p.cqA.EndPoll()
+			})
+		}
+	})
+}

@@ -22,12 +22,33 @@ type wallProv struct {
 	clk   CompletionClock
 	err   error
 	newCQ []CQInitAttr
+	drv   CQDriver // NewCQ's answer when set
 }
 
 func (p *wallProv) WallClockCompletionClock() (CompletionClock, error) { return p.clk, p.err }
+func (p *wallProv) FormatFWVer(uint64) string                          { return "" }
 func (p *wallProv) NewCQ(a *CQInitAttr) (CQDriver, error) {
 	p.newCQ = append(p.newCQ, *a)
+	if p.drv != nil {
+		return p.drv, nil
+	}
 	return p.fakeProv.NewCQ(a)
+}
+
+// stampedCQ completes once, with a stamp.
+type stampedCQ struct {
+	fakeCQ
+	ts   uint64
+	done bool
+}
+
+func (f *stampedCQ) Poll(wc []WC) (int, error) {
+	if f.done || len(wc) == 0 {
+		return 0, nil
+	}
+	f.done = true
+	wc[0] = WC{WRID: 3, Timestamp: f.ts}
+	return 1, nil
 }
 
 // sentCQFlags reads back the commands an accepting fake kernel got and
@@ -161,4 +182,47 @@ func TestCQTimestampFormat(t *testing.T) {
 
 	_, flags := sentCQFlags(t, k)
 	require.Equal(t, []uint32{abi.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION}, flags, "only the timestamped CQ took the extended command")
+}
+
+// WCExCompletionTimestampWallclock as libmlx5 reads it: the device's
+// wall-clock format when it has one, and ReadCompletionWallclockNS gives
+// the converted time of the current completion; with
+// WCExCompletionTimestamp as well, or on a device without the format, the
+// free-running stamps and the context's completion clock, refused when
+// there is none (this fake kernel's QUERY_DEVICE reports no timestamp
+// mask) before the create command.
+func TestCQExWallclockFlag(t *testing.T) {
+	drv := &stampedCQ{ts: 42}
+	p := &wallProv{fakeProv: &fakeProv{cq: &fakeCQ{}}, clk: shiftClock{base: 1_000}, drv: drv}
+	k := newFakeKernel(t, true, p)
+	cq, err := k.c.CreateCQ(CQInitAttr{CQE: 4, WCFlags: WCExStandard | WCExCompletionTimestampWallclock})
+	require.NoError(t, err)
+	require.Equal(t, TimestampWallClock, cq.TimestampFormat())
+	require.True(t, p.newCQ[0].WallClock)
+	require.NoError(t, cq.StartPoll())
+	require.Equal(t, uint64(42), cq.ReadCompletionTS())
+	require.Equal(t, uint64(1_042), cq.ReadCompletionWallclockNS())
+	require.Zero(t, testing.AllocsPerRun(100, func() { cq.ReadCompletionWallclockNS() }))
+	cq.EndPoll()
+
+	plain, err := k.c.CreateCQ(CQInitAttr{CQE: 4, WCFlags: WCExStandard})
+	require.NoError(t, err)
+	require.Zero(t, plain.ReadCompletionWallclockNS(), "not asked for")
+
+	_, err = k.c.CreateCQ(CQInitAttr{CQE: 4, WCFlags: WCExStandard | WCExCompletionTimestamp | WCExCompletionTimestampWallclock})
+	require.ErrorIs(t, err, ErrNotSupported, "the free-running format needs a completion clock")
+	require.ErrorContains(t, err, "WCExCompletionTimestampWallclock")
+	require.Len(t, p.newCQ, 2, "the refused CQ never reached the provider")
+
+	p.err, p.clk = errors.Join(ErrNotSupported, errors.New("no real-time format")), nil
+	_, err = k.c.CreateCQ(CQInitAttr{CQE: 4, WCFlags: WCExCompletionTimestampWallclock})
+	require.ErrorIs(t, err, ErrNotSupported, "no wall-clock format and no completion clock")
+	require.Len(t, p.newCQ, 2)
+
+	cmds, flags := sentCQFlags(t, k)
+	require.Equal(t, []uint32{abi.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION}, flags, "one timestamped CQ was created")
+	ex := uint32(abi.IB_USER_VERBS_CMD_FLAG_EXTENDED)
+	require.Equal(t, []uint32{ex | abi.IB_USER_VERBS_EX_CMD_CREATE_CQ, abi.IB_USER_VERBS_CMD_CREATE_CQ,
+		ex | abi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE, ex | abi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE}, cmds,
+		"the two CQs, and an EX_QUERY_DEVICE (CompletionClock) before each refusal")
 }

@@ -136,9 +136,12 @@ type CQInitAttr struct {
 	WallClock bool
 	// WCFlags are the completion fields the program reads through the
 	// extended poll (StartPoll and the Read* getters), as ibv_create_cq_ex's
-	// wc_flags. WCExCompletionTimestamp implies Timestamps; flags ibgo's WC
-	// cannot carry (CVLAN, flow tag, TM info, wall-clock time) are refused
-	// with ErrNotSupported.
+	// wc_flags. WCExCompletionTimestamp implies Timestamps;
+	// WCExCompletionTimestampWallclock implies WallClock where the device
+	// has it and WCExCompletionTimestamp is not asked for, else Timestamps
+	// with the context's CompletionClock (as libmlx5 chooses), and
+	// ErrNotSupported without either. Flags ibgo's WC cannot carry (CVLAN,
+	// flow tag, TM info) are refused with ErrNotSupported.
 	WCFlags WCExFlags
 }
 
@@ -162,6 +165,7 @@ type CQ struct {
 	wcFlags    WCExFlags
 	stamps     bool            // created with free-running completion timestamps (Timestamps)
 	wall       CompletionClock // created with wall-clock timestamps (WallClock): their converter
+	wcClock    CompletionClock // WCExCompletionTimestampWallclock: ReadCompletionWallclockNS's converter
 	poll       cqPoll          // the extended poll's current completion
 }
 
@@ -197,11 +201,15 @@ func (c *Context) CreateCQ(attr CQInitAttr) (*CQ, error) {
 	if attr.WCFlags&WCExCompletionTimestamp != 0 {
 		attr.Timestamps = true
 	}
+	if attr.WallClock && attr.Timestamps {
+		return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: a CQ's completion timestamps are free-running (Timestamps) or wall-clock (WallClock), not both", sys.NewErrno(sys.EINVAL))}
+	}
+	wcClock, err := c.wallclockWCFlag(&attr)
+	if err != nil {
+		return nil, &Error{Op: op, Device: c.dev.Name, Err: err}
+	}
 	var wall CompletionClock
 	if attr.WallClock {
-		if attr.Timestamps {
-			return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: a CQ's completion timestamps are free-running (Timestamps) or wall-clock (WallClock), not both", sys.NewErrno(sys.EINVAL))}
-		}
 		// Refused here, before the provider or the kernel sees the CQ.
 		clk, err := c.wallClock()
 		if err != nil {
@@ -225,7 +233,7 @@ func (c *Context) CreateCQ(attr CQInitAttr) (*CQ, error) {
 		return nil, opErr(c.dev.Name, op, err)
 	}
 	defer c.mu.Unlock()
-	cq := &CQ{drv: drv, channel: attr.Channel, wcFlags: attr.WCFlags, stamps: attr.Timestamps, wall: wall}
+	cq := &CQ{drv: drv, channel: attr.Channel, wcFlags: attr.WCFlags, stamps: attr.Timestamps, wall: wall, wcClock: wcClock}
 	channelFD := int32(-1)
 	if attr.Channel != nil {
 		channelFD = int32(attr.Channel.FD())
