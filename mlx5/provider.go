@@ -257,7 +257,7 @@ func (c *Context) NewCQ(attr *uverbs.CQInitAttr) (uverbs.CQDriver, error) {
 	q.ring.initCQEs()
 	// The HCA writes the completion time into every CQE64; the CQ flag
 	// (sent by uverbs) is what the kernel checks. libmlx5 reads it only
-	// for IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, as here.
+	// for IBV_WC_EX_WITH_COMPLETION_TIMESTAMP(_WALLCLOCK), as here.
 	q.ring.stamps = attr.Timestamps || attr.WallClock
 	q.req = abi.Mlx5CreateCQ{BufAddr: sys.Addr(buf), DBAddr: uint64(uintptr(db)), CQESize: cqeSize64}
 	if attr.WallClock {

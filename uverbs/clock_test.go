@@ -218,6 +218,10 @@ func TestCQExWallclockFlag(t *testing.T) {
 	_, err = k.c.CreateCQ(CQInitAttr{CQE: 4, WCFlags: WCExCompletionTimestampWallclock})
 	require.ErrorIs(t, err, ErrNotSupported, "no wall-clock format and no completion clock")
 	require.Len(t, p.newCQ, 2)
+	_, err = k.c.CreateCQ(CQInitAttr{CQE: 4, WallClock: true, WCFlags: WCExCompletionTimestampWallclock})
+	require.ErrorIs(t, err, ErrNotSupported, "WallClock asked for explicitly: no free-running fallback")
+	require.ErrorContains(t, err, "no real-time format")
+	require.Len(t, p.newCQ, 2)
 
 	cmds, flags := sentCQFlags(t, k)
 	require.Equal(t, []uint32{abi.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION}, flags, "one timestamped CQ was created")

@@ -69,9 +69,12 @@ func (c *Context) wallclockWCFlag(attr *CQInitAttr) (CompletionClock, error) {
 	}
 	if !attr.Timestamps {
 		clk, err := c.wallClock()
-		if err == nil || attr.WallClock {
-			attr.WallClock = err == nil
-			return clk, err
+		if err == nil {
+			attr.WallClock = true
+			return clk, nil
+		}
+		if attr.WallClock {
+			return nil, err // asked for explicitly: no fallback
 		}
 	}
 	clk, err := c.CompletionClock()
