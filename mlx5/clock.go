@@ -18,6 +18,10 @@ const (
 	mmapCmdClockInfo      = 7 // MLX5_IB_MMAP_CLOCK_INFO
 	clockInfoV1           = 0 // MLX5_IB_CLOCK_INFO_V1
 	clockInfoKernelUpdate = 1 // MLX5_IB_CLOCK_INFO_KERNEL_UPDATING
+
+	// rdma/mlx5-abi.h: the real-time timestamp format.
+	ctxRespRealTimeTS = 1 << 4 // MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS (alloc_ucontext comp_mask)
+	cqFlagRealTimeTS  = 1 << 2 // MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS (mlx5_ib_create_cq.flags)
 )
 
 // ErrNoClockInfo: the kernel offers no clock-info page (mlx5_ib without
@@ -202,4 +206,67 @@ func PollTimestamps(q *uverbs.CQ, wc []uverbs.WC, ts []uint64) (int, error) {
 	d.ring.ts = nil
 	d.mu.Unlock()
 	return n, err
+}
+
+// Real-time completion timestamps. A ConnectX whose clock runs in the
+// real-time format (ConnectX-6 Dx and later, REAL_TIME_CLOCK_ENABLE) writes
+// each CQE's timestamp as wall-clock time: seconds in the upper 32 bits,
+// nanoseconds in the lower 32. mlx5_ib offers it to user space when the
+// SQ, RQ and QP timestamp formats all allow real time (main.c:
+// set_ucontext_resp sets MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS),
+// and a CQ asks for it with MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS in its
+// driver data (rdma-core verbs.c: create_cq, for
+// IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK without
+// IBV_WC_EX_WITH_COMPLETION_TIMESTAMP). A QP takes its timestamp format
+// from its CQs (qp.c: get_ts_format): a real-time CQ on a device without
+// the format, a free-running one on a device with only real time, or a
+// send and a receive CQ of different formats make QP creation fail with
+// EOPNOTSUPP.
+
+var _ uverbs.WallClockCompletionClocker = (*Context)(nil)
+
+// RealTimeTimestamps reports whether the kernel offered the real-time
+// completion timestamp format (rdma-core's MLX5DV_CONTEXT_FLAGS_REAL_TIME_TS).
+func (c *Context) RealTimeTimestamps() bool { return c.Resp.CompMask&ctxRespRealTimeTS != 0 }
+
+// WallClockCompletionClock is uverbs.WallClockCompletionClocker: on a
+// context with the real-time format, the decoder of the CQE timestamps of
+// CQs created with uverbs.CQInitAttr.WallClock; otherwise an error
+// wrapping uverbs.ErrNotSupported.
+//
+// rdma-core's ibv_wc_read_completion_wallclock_ns returns such a CQE's
+// timestamp unconverted (cq.c: mlx5_cq_fill_pfns picks
+// mlx5_cq_read_wc_completion_ts), although the field is seconds and
+// nanoseconds, not nanoseconds; this decodes it as the kernel's mlx5 core
+// does (lib/clock.h: mlx5_real_time_cyc2time).
+func (c *Context) WallClockCompletionClock() (uverbs.CompletionClock, error) {
+	if !c.RealTimeTimestamps() {
+		return nil, fmt.Errorf("%w: the kernel does not offer the real-time completion timestamp format (alloc_ucontext comp_mask %#x lacks MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS: it needs a ConnectX-6 Dx or later with the real-time clock enabled, REAL_TIME_CLOCK_ENABLE in mlxconfig)",
+			uverbs.ErrNotSupported, c.Resp.CompMask)
+	}
+	return realTimeClock{}, nil
+}
+
+// RealTimeToNS converts a CQE timestamp in the real-time format (seconds
+// in bits 63..32, nanoseconds in bits 31..0) to nanoseconds since the Unix
+// epoch. It mirrors the kernel's REAL_TIME_TO_NS (mlx5 core lib/clock.h),
+// which does not check the nanosecond field: a value above 999999999 is
+// added as it is. The result cannot overflow: at most
+// (2^32-1)*10^9 + 2^32-1, below 2^63.
+func RealTimeToNS(ts uint64) uint64 {
+	return (ts>>32)*1_000_000_000 + ts&0xffffffff
+}
+
+// realTimeClock is the uverbs.CompletionClock of real-time CQs: a pure
+// function of the stamp, with no state to lose when the context closes.
+type realTimeClock struct{}
+
+// WallNS implements uverbs.CompletionClock. A zero stamp (a CQE without
+// one) and a nanosecond field of a second or more (not a time the device
+// writes) report false.
+func (realTimeClock) WallNS(raw uint64) (int64, bool) {
+	if raw == 0 || raw&0xffffffff >= 1_000_000_000 {
+		return 0, false
+	}
+	return int64(RealTimeToNS(raw)), true
 }

@@ -28,7 +28,13 @@ type fkPair struct {
 
 // With srqWR, b receives from an SRQ of that many WRs (p.srq).
 func newFKPair(t *testing.T, ioctl bool, sendWR, recvWR uint32, ncqe int, stamps bool, srqWR ...uint32) *fkPair {
-	p := &fkPair{k: newFakeKernel(t, ioctl)}
+	return newFKPairOn(t, newFakeKernel(t, ioctl), sendWR, recvWR, uverbs.CQInitAttr{CQE: ncqe, Timestamps: stamps}, srqWR...)
+}
+
+// newFKPairOn is newFKPair over a fake kernel the caller set up, with both
+// CQs created from cqAttr.
+func newFKPairOn(t *testing.T, k *fakeKernel, sendWR, recvWR uint32, cqAttr uverbs.CQInitAttr, srqWR ...uint32) *fkPair {
+	p := &fkPair{k: k}
 	var err error
 	p.ctx, err = p.k.device().Open()
 	require.NoError(t, err)
@@ -46,9 +52,9 @@ func newFKPair(t *testing.T, ioctl bool, sendWR, recvWR uint32, ncqe int, stamps
 	require.NoError(t, err)
 	p.mrB, err = p.pd.RegMR(p.memB, acc)
 	require.NoError(t, err)
-	p.cqA, err = p.ctx.CreateCQ(uverbs.CQInitAttr{CQE: ncqe, Timestamps: stamps})
+	p.cqA, err = p.ctx.CreateCQ(cqAttr)
 	require.NoError(t, err)
-	p.cqB, err = p.ctx.CreateCQ(uverbs.CQInitAttr{CQE: ncqe, Timestamps: stamps})
+	p.cqB, err = p.ctx.CreateCQ(cqAttr)
 	require.NoError(t, err)
 	if len(srqWR) > 0 {
 		p.srq, err = p.pd.CreateSRQ(uverbs.SRQInitAttr{MaxWR: srqWR[0], MaxSGE: 1})

@@ -53,6 +53,10 @@ type fakeKernel struct {
 	// noClockInfo: alloc_ucontext offers no clock-info page (an mlx5_ib
 	// without clock_info_versions V1)
 	noClockInfo bool
+	// realTime: alloc_ucontext offers the real-time timestamp format
+	// (MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS)
+	realTime bool
+	cqUHW    [][]byte // each create-CQ's driver request (mlx5_ib_create_cq), copied, in order
 }
 
 const fakeUverbsPath = "/ibgo-fake/infiniband/uverbs0"
@@ -463,12 +467,15 @@ func (k *fakeKernel) command(cmd uint32, ext bool, body, uhwIn, out, uhwOut []by
 	return nil
 }
 
-// ctxResp is the mlx5 alloc_ucontext response: the vectors' context, and
-// the clock-info page offered.
+// ctxResp is the mlx5 alloc_ucontext response: the vectors' context, the
+// clock-info page offered, and the real-time timestamp format if asked.
 func (k *fakeKernel) ctxResp() abi.Mlx5AllocUcontextResp {
 	resp := *testCtxResp()
 	if !k.noClockInfo {
 		resp.ClockInfoVersions = 1 << clockInfoV1
+	}
+	if k.realTime {
+		resp.CompMask |= ctxRespRealTimeTS
 	}
 	return resp
 }
@@ -478,6 +485,7 @@ func (k *fakeKernel) deregMR(h uint32) { delete(k.dev.mrs, k.mrs[h]) }
 // createdCQ records a new CQ's ring address and writes the mlx5 driver
 // response (the CQN).
 func (k *fakeKernel) createdCQ(hnd uint32, uhwIn, uhwOut []byte) {
+	k.cqUHW = append(k.cqUHW, append([]byte(nil), uhwIn...))
 	if len(uhwIn) >= 8 {
 		k.cqBuf[hnd] = binary.LittleEndian.Uint64(uhwIn)
 	}

@@ -231,6 +231,13 @@ func (c *Context) NewCQ(attr *uverbs.CQInitAttr) (uverbs.CQDriver, error) {
 	if attr.CQE <= 0 || attr.CQE > 1<<24-1 {
 		return nil, postErr("create cq", syscall.EINVAL, "cqe %d", attr.CQE)
 	}
+	if attr.WallClock {
+		// uverbs asked WallClockCompletionClock first; this is the
+		// provider's own guard, before anything is allocated.
+		if _, err := c.WallClockCompletionClock(); err != nil {
+			return nil, err
+		}
+	}
 	ncqe := roundUpPow2(uint32(attr.CQE) + 1)
 	// libmlx5 asks the kernel for ncqe-1 (the ring's usable size), which is
 	// also what the kernel answers and ibv_cq.cqe reports.
@@ -250,9 +257,15 @@ func (c *Context) NewCQ(attr *uverbs.CQInitAttr) (uverbs.CQDriver, error) {
 	q.ring.initCQEs()
 	// The HCA writes the completion time into every CQE64; the CQ flag
 	// (sent by uverbs) is what the kernel checks. libmlx5 reads it only
-	// for IBV_WC_EX_WITH_COMPLETION_TIMESTAMP, as here.
-	q.ring.stamps = attr.Timestamps
+	// for IBV_WC_EX_WITH_COMPLETION_TIMESTAMP(_WALLCLOCK), as here.
+	q.ring.stamps = attr.Timestamps || attr.WallClock
 	q.req = abi.Mlx5CreateCQ{BufAddr: sys.Addr(buf), DBAddr: uint64(uintptr(db)), CQESize: cqeSize64}
+	if attr.WallClock {
+		// verbs.c: create_cq asks for the real-time format in the driver
+		// data; the core flag (IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION,
+		// sent by uverbs) alone would give free-running stamps.
+		q.req.Flags |= cqFlagRealTimeTS
+	}
 	if c.cqBF != nil {
 		// A page id beyond 16 bits needs MLX5_IB_ATTR_CREATE_CQ_UAR_INDEX,
 		// an attribute the uverbs CQ_CREATE does not carry yet.
@@ -260,7 +273,7 @@ func (c *Context) NewCQ(attr *uverbs.CQInitAttr) (uverbs.CQDriver, error) {
 			sys.Munmap(buf)
 			return nil, fmt.Errorf("%w: UAR page id %#x needs MLX5_IB_ATTR_CREATE_CQ_UAR_INDEX", uverbs.ErrNotSupported, c.cqBF.pageID)
 		}
-		q.req.Flags = cqFlagUARPageIndex
+		q.req.Flags |= cqFlagUARPageIndex
 		q.req.UARPageIndex = uint16(c.cqBF.pageID)
 	}
 	return q, nil

@@ -12,6 +12,12 @@ import (
 // ibv_wc_read_completion_wallclock_ns, split in two so that a plain Poll
 // into a []WC (no allocation, no per-completion call into the provider)
 // stays the datapath.
+//
+// A device that keeps a real-time clock can instead write wall-clock
+// stamps itself (CQInitAttr.WallClock: mlx5's real-time format,
+// rdma-core's IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK on such a
+// device); CQ.CompletionClock returns the right converter for either
+// format, so callers need not know which one the CQ has.
 
 // CompletionClock converts a device's raw completion timestamps to
 // wall-clock time. Providers whose device stamps completions implement it
@@ -74,7 +80,109 @@ func (c *Context) CompletionClock() (CompletionClock, error) {
 	return clk, nil
 }
 
-// Timestamps reports whether the CQ was created with completion timestamps
-// (CQInitAttr.Timestamps, or WCExCompletionTimestamp in WCFlags): then each
-// WC.Timestamp is the device's raw completion time.
+// Timestamps reports whether the CQ was created with free-running
+// completion timestamps (CQInitAttr.Timestamps, or WCExCompletionTimestamp
+// in WCFlags): then each WC.Timestamp is the device's raw completion time,
+// which Context.CompletionClock converts. It is false for a CQ created with
+// CQInitAttr.WallClock (see TimestampFormat).
 func (cq *CQ) Timestamps() bool { return cq.stamps }
+
+// TimestampFormat is the form of WC.Timestamp on a CQ.
+type TimestampFormat uint8
+
+const (
+	// TimestampNone: no completion timestamps; WC.Timestamp is 0.
+	TimestampNone TimestampFormat = iota
+	// TimestampFreeRunning: the device's free-running clock
+	// (CQInitAttr.Timestamps; IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION).
+	TimestampFreeRunning
+	// TimestampWallClock: the device's wall-clock time in its own encoding
+	// (CQInitAttr.WallClock; mlx5's real-time format, seconds in the upper
+	// 32 bits and nanoseconds in the lower).
+	TimestampWallClock
+)
+
+func (f TimestampFormat) String() string {
+	switch f {
+	case TimestampNone:
+		return "none"
+	case TimestampFreeRunning:
+		return "free-running"
+	case TimestampWallClock:
+		return "wall-clock"
+	}
+	return fmt.Sprintf("TimestampFormat(%d)", uint8(f))
+}
+
+// TimestampFormat reports the form of the CQ's WC.Timestamp.
+func (cq *CQ) TimestampFormat() TimestampFormat {
+	switch {
+	case cq.wall != nil:
+		return TimestampWallClock
+	case cq.stamps:
+		return TimestampFreeRunning
+	}
+	return TimestampNone
+}
+
+// CompletionClock returns the clock that converts this CQ's WC.Timestamp
+// to wall-clock time, whichever format the CQ was created with: the
+// provider's wall-clock decoder for a CQInitAttr.WallClock CQ (no command),
+// the context's CompletionClock for a CQInitAttr.Timestamps one (a
+// QUERY_DEVICE: call it on the control path and keep the clock). A CQ
+// without timestamps, or a device that cannot convert them, gives an error
+// wrapping ErrNotSupported.
+func (cq *CQ) CompletionClock() (CompletionClock, error) {
+	switch {
+	case cq.wall != nil:
+		return cq.wall, nil
+	case cq.stamps:
+		return cq.ctx.CompletionClock()
+	}
+	var dev string
+	if cq.ctx != nil {
+		dev = cq.ctx.dev.Name
+	}
+	return nil, &Error{Op: "completion clock", Device: dev,
+		Err: fmt.Errorf("%w: the CQ was created without completion timestamps (CQInitAttr.Timestamps or WallClock)", ErrNotSupported)}
+}
+
+// WallClockCompletionClocker is implemented by a ProviderContext whose
+// device can write completion timestamps in wall-clock form (mlx5 with the
+// real-time clock format). The provider's NewCQ then sees
+// CQInitAttr.WallClock only when WallClockCompletionClock succeeded.
+type WallClockCompletionClocker interface {
+	// WallClockCompletionClock returns the decoder of such timestamps, or
+	// an error wrapping ErrNotSupported when this device cannot write
+	// them. It issues no command.
+	WallClockCompletionClock() (CompletionClock, error)
+}
+
+// WallClockCompletionClock returns the clock that converts the completion
+// timestamps of CQs created with CQInitAttr.WallClock, which the device
+// writes in wall-clock form, to nanoseconds since the Unix epoch. It
+// returns an error wrapping ErrNotSupported when the provider (rxe) or the
+// device (an mlx5 without the real-time clock format) cannot write them;
+// CreateCQ refuses such a CQ the same way, before any command. It issues
+// no command.
+//
+// The clock is the device's PTP hardware clock (see CompletionClock): close
+// to the host's CLOCK_REALTIME only when the two are synchronised.
+func (c *Context) WallClockCompletionClock() (CompletionClock, error) {
+	clk, err := c.wallClock()
+	if err != nil {
+		return nil, &Error{Op: "wall-clock completion clock", Device: c.dev.Name, Err: err}
+	}
+	return clk, nil
+}
+
+func (c *Context) wallClock() (CompletionClock, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	wc, ok := c.prov.(WallClockCompletionClocker)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s provider has no wall-clock completion timestamps", ErrNotSupported, c.dev.Driver)
+	}
+	return wc.WallClockCompletionClock()
+}

@@ -125,11 +125,23 @@ type CQInitAttr struct {
 	// Context.CompletionClock tells beforehand, and converts the stamps to
 	// wall-clock time.
 	Timestamps bool
+	// WallClock asks for completion timestamps the device writes in
+	// wall-clock form (rdma-core: IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK
+	// on an mlx5 context with MLX5DV_CONTEXT_FLAGS_REAL_TIME_TS, which sends
+	// MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS): ConnectX-6 Dx and later with
+	// the real-time clock enabled. CQ.CompletionClock converts the stamps.
+	// A provider or device without it refuses the CQ with ErrNotSupported
+	// before any command; Context.WallClockCompletionClock tells
+	// beforehand. It excludes Timestamps (one format per CQ).
+	WallClock bool
 	// WCFlags are the completion fields the program reads through the
 	// extended poll (StartPoll and the Read* getters), as ibv_create_cq_ex's
-	// wc_flags. WCExCompletionTimestamp implies Timestamps; flags ibgo's WC
-	// cannot carry (CVLAN, flow tag, TM info, wall-clock time) are refused
-	// with ErrNotSupported.
+	// wc_flags. WCExCompletionTimestamp implies Timestamps;
+	// WCExCompletionTimestampWallclock implies WallClock where the device
+	// has it and WCExCompletionTimestamp is not asked for, else Timestamps
+	// with the context's CompletionClock (as libmlx5 chooses), and
+	// ErrNotSupported without either. Flags ibgo's WC cannot carry (CVLAN,
+	// flow tag, TM info) are refused with ErrNotSupported.
 	WCFlags WCExFlags
 }
 
@@ -151,8 +163,10 @@ type CQ struct {
 	compEvents atomic.Uint32
 	acked      atomic.Uint32
 	wcFlags    WCExFlags
-	stamps     bool   // created with completion timestamps (Timestamps)
-	poll       cqPoll // the extended poll's current completion
+	stamps     bool            // created with free-running completion timestamps (Timestamps)
+	wall       CompletionClock // created with wall-clock timestamps (WallClock): their converter
+	wcClock    CompletionClock // WCExCompletionTimestampWallclock: ReadCompletionWallclockNS's converter
+	poll       cqPoll          // the extended poll's current completion
 }
 
 // WCFlags are the completion fields the CQ was created for (CQInitAttr.WCFlags).
@@ -187,6 +201,22 @@ func (c *Context) CreateCQ(attr CQInitAttr) (*CQ, error) {
 	if attr.WCFlags&WCExCompletionTimestamp != 0 {
 		attr.Timestamps = true
 	}
+	if attr.WallClock && attr.Timestamps {
+		return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: a CQ's completion timestamps are free-running (Timestamps) or wall-clock (WallClock), not both", sys.NewErrno(sys.EINVAL))}
+	}
+	wcClock, err := c.wallclockWCFlag(&attr)
+	if err != nil {
+		return nil, &Error{Op: op, Device: c.dev.Name, Err: err}
+	}
+	var wall CompletionClock
+	if attr.WallClock {
+		// Refused here, before the provider or the kernel sees the CQ.
+		clk, err := c.wallClock()
+		if err != nil {
+			return nil, &Error{Op: op, Device: c.dev.Name, Err: err}
+		}
+		wall = clk
+	}
 	if attr.Channel != nil && attr.Channel.ctx != c {
 		return nil, &Error{Op: op, Device: c.dev.Name, Err: fmt.Errorf("%w: the completion channel belongs to another context", sys.NewErrno(sys.EINVAL))}
 	}
@@ -203,13 +233,17 @@ func (c *Context) CreateCQ(attr CQInitAttr) (*CQ, error) {
 		return nil, opErr(c.dev.Name, op, err)
 	}
 	defer c.mu.Unlock()
-	cq := &CQ{drv: drv, channel: attr.Channel, wcFlags: attr.WCFlags, stamps: attr.Timestamps}
+	cq := &CQ{drv: drv, channel: attr.Channel, wcFlags: attr.WCFlags, stamps: attr.Timestamps, wall: wall, wcClock: wcClock}
 	channelFD := int32(-1)
 	if attr.Channel != nil {
 		channelFD = int32(attr.Channel.FD())
 	}
 	var flags uint32
-	if attr.Timestamps {
+	if attr.Timestamps || attr.WallClock {
+		// rdma-core libibverbs/cmd_cq.c: ibv_cmd_create_cq_ex sets it for
+		// both timestamp wc_flags; the provider's driver data says which
+		// format (mlx5_ib qp.c: get_ts_format checks the real-time flag
+		// first).
 		flags |= abi.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION
 	}
 	writeCmd, writeOutLen := uint32(abi.IB_USER_VERBS_CMD_CREATE_CQ), abi.Size[abi.CreateCQResp]()

@@ -34,9 +34,10 @@ const (
 	WCExStandard = WCExByteLen | WCExImm | WCExQPNum | WCExSrcQP | WCExSLID | WCExSL | WCExDLIDPathBits
 )
 
-// wcExSupported is what ibgo's WC carries: the standard fields and the raw
-// completion timestamp (which also needs the device: rxe refuses it).
-const wcExSupported = WCExStandard | WCExCompletionTimestamp
+// wcExSupported is what ibgo's WC carries: the standard fields, the raw
+// completion timestamp and its wall-clock time (which also need the
+// device: rxe refuses them).
+const wcExSupported = WCExStandard | WCExCompletionTimestamp | WCExCompletionTimestampWallclock
 
 // ErrCQEmpty is returned by StartPoll and NextPoll when no completion is
 // waiting (rdma-core returns ENOENT; errors.Is(err, sys.ENOENT) holds). It is
@@ -51,6 +52,37 @@ func checkWCFlags(attr *CQInitAttr) error {
 			ErrNotSupported, uint64(extra))
 	}
 	return nil
+}
+
+// wallclockWCFlag chooses the timestamp format for
+// WCExCompletionTimestampWallclock as libmlx5 does (verbs.c: create_cq sets
+// MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS only without
+// IBV_WC_EX_WITH_COMPLETION_TIMESTAMP; cq.c: mlx5_cq_fill_pfns otherwise
+// converts free-running stamps through the clock-info page, or fails with
+// EOPNOTSUPP without one): the device's wall-clock format when it has one
+// and the raw stamp is not also asked for, else free-running stamps and
+// the context's CompletionClock. It returns the converter of
+// ReadCompletionWallclockNS (nil without the flag).
+func (c *Context) wallclockWCFlag(attr *CQInitAttr) (CompletionClock, error) {
+	if attr.WCFlags&WCExCompletionTimestampWallclock == 0 {
+		return nil, nil
+	}
+	if !attr.Timestamps {
+		clk, err := c.wallClock()
+		if err == nil {
+			attr.WallClock = true
+			return clk, nil
+		}
+		if attr.WallClock {
+			return nil, err // asked for explicitly: no fallback
+		}
+	}
+	clk, err := c.CompletionClock()
+	if err != nil {
+		return nil, fmt.Errorf("completion wall-clock time (WCExCompletionTimestampWallclock): %w", err)
+	}
+	attr.Timestamps = true
+	return clk, nil
 }
 
 // cqPoll is the state of an extended poll: the completion the getters read.
@@ -155,6 +187,23 @@ func (cq *CQ) ReadDLIDPathBits() uint8 { return cq.poll.wc[0].DLIDPathBits }
 // ReadCompletionTS mirrors ibv_wc_read_completion_ts: the raw device clock
 // (0 unless the CQ was created with WCExCompletionTimestamp).
 func (cq *CQ) ReadCompletionTS() uint64 { return cq.poll.wc[0].Timestamp }
+
+// ReadCompletionWallclockNS mirrors ibv_wc_read_completion_wallclock_ns:
+// the current completion's time in nanoseconds since the Unix epoch, for a
+// CQ created with WCExCompletionTimestampWallclock (0 otherwise, or when
+// the stamp cannot be converted now: see CompletionClock.WallNS). Unlike
+// libmlx5 on a real-time CQ, which returns the CQE's seconds:nanoseconds
+// field as it is, the provider's clock decodes it.
+func (cq *CQ) ReadCompletionWallclockNS() uint64 {
+	if cq.wcClock == nil {
+		return 0
+	}
+	ns, ok := cq.wcClock.WallNS(cq.poll.wc[0].Timestamp)
+	if !ok {
+		return 0
+	}
+	return uint64(ns)
+}
 
 // ReadPkeyIndex is the current completion's P_Key index (struct ibv_wc's
 // pkey_index, which ibv_cq_ex has no getter for).

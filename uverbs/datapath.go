@@ -234,8 +234,10 @@ type WC struct {
 	SLID         uint16
 	SL           uint8
 	DLIDPathBits uint8
-	// Timestamp is the raw HCA completion time (free-running device clock
-	// ticks; Context.CompletionClock converts it to wall-clock time), 0
-	// unless the CQ was created with CQInitAttr.Timestamps.
+	// Timestamp is the raw HCA completion time in the CQ's
+	// TimestampFormat (free-running device clock ticks for
+	// CQInitAttr.Timestamps, the device's wall-clock encoding for
+	// CQInitAttr.WallClock; CQ.CompletionClock converts either to
+	// wall-clock time), 0 on a CQ created without timestamps.
 	Timestamp uint64
 }

@@ -345,8 +345,10 @@ func TestCQExCreate(t *testing.T) {
 			require.NoError(t, cq.Close())
 			continue
 		}
-		// rxe has no completion timestamps (the kernel says EOPNOTSUPP), and
-		// ibgo's WC has no CVLAN, flow tag, TM info or wall-clock time.
+		// rxe has no completion timestamps (the kernel says EOPNOTSUPP; the
+		// wall-clock flag is refused before the create, rxe having neither
+		// a wall-clock format nor a completion clock), and ibgo's WC has no
+		// CVLAN, flow tag or TM info.
 		require.ErrorIs(t, err, uverbs.ErrNotSupported, "wc flag %#x", uint64(f))
 	}
 	attr, err := b.ctx.QueryDevice()

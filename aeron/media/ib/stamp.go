@@ -1,11 +1,14 @@
 package ib
 
 // Media receive timestamps (media-rcv-ts-offset): where the device stamps
-// completions and can convert the stamps to wall-clock time (mlx5: the
-// CQE's free-running HCA time and the kernel's clock-info page,
-// uverbs.Context.CompletionClock), a transport's receive CQ is created with
-// completion timestamps and each received frame carries the hardware
-// receive time; elsewhere (rxe) the software time at polling, as before.
+// completions and can convert the stamps to wall-clock time, a transport's
+// receive CQ is created with completion timestamps and each received frame
+// carries the hardware receive time; elsewhere (rxe) the software time at
+// polling, as before. A device that writes wall-clock stamps itself (mlx5's
+// real-time format, uverbs.CQInitAttr.WallClock) is preferred; else the
+// free-running HCA time converted through the kernel's clock-info page
+// (uverbs.Context.CompletionClock). The CQ's own CompletionClock converts
+// either, so the stamper does not care which.
 
 import (
 	"fmt"
@@ -60,16 +63,17 @@ type stamper struct {
 	skew  int64
 }
 
-// newStamper is the stamper for frames completing on cq of vctx; want is
-// the channel's media-rcv-ts-offset. It counts the choice in
-// Media.MediaClock.
-func newStamper(m *Media, want bool, vctx *uverbs.Context, cq *uverbs.CQ) stamper {
+// newStamper is the stamper for frames completing on cq (of vctx); want
+// is the channel's media-rcv-ts-offset. The CQ's completion clock converts
+// its stamps, whichever format it has (uverbs.CQ.CompletionClock). It
+// counts the choice in Media.MediaClock.
+func newStamper(m *Media, want bool, _ *uverbs.Context, cq *uverbs.CQ) stamper {
 	s := stamper{on: want, m: m, now: softwareNow, skew: int64(MaxMediaClockSkew)}
 	if !want {
 		return s
 	}
-	if cq != nil && cq.Timestamps() {
-		if clk, err := vctx.CompletionClock(); err == nil {
+	if cq != nil && cq.TimestampFormat() != uverbs.TimestampNone {
+		if clk, err := cq.CompletionClock(); err == nil {
 			s.clock = clk
 			m.MediaClock.Hardware.Add(1)
 			return s
@@ -104,26 +108,54 @@ func (s *stamper) stamp(raw uint64) int64 {
 }
 
 // stampedCQ creates the CQ of attr on vctx, with completion timestamps when
-// want and the device has a completion clock, provided the kernel accepts
-// an RC QP on it: an mlx5 that has only the real-time timestamp format
-// refuses QPs on a CQ with free-running timestamps (mlx5_ib qp.c:
-// get_ts_format, EOPNOTSUPP), which a throwaway QP finds before a peer's
-// connection would. Any refusal gives the CQ without timestamps.
+// want and the device offers them (stampedAttrs: wall-clock first, then
+// free-running), provided the kernel accepts an RC QP on it: mlx5_ib takes
+// a QP's timestamp format from its CQs and refuses one the device lacks
+// (qp.c: get_ts_format, EOPNOTSUPP; an mlx5 with only the real-time format
+// refuses QPs on a free-running CQ), which a throwaway QP finds before a
+// peer's connection would. Any refusal tries the next form, down to the CQ
+// without timestamps.
 func stampedCQ(vctx *uverbs.Context, pd *uverbs.PD, attr uverbs.CQInitAttr, want bool) (*uverbs.CQ, error) {
-	if want {
-		if _, err := vctx.CompletionClock(); err == nil {
-			a := attr
-			a.Timestamps = true
-			if cq, err := vctx.CreateCQ(a); err == nil {
-				qp, err := pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: cq, RecvCQ: cq,
-					Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
-				if err == nil {
-					qp.Close()
-					return cq, nil
-				}
-				cq.Close()
-			}
+	for _, a := range stampedAttrs(vctx, attr, want) {
+		cq, err := vctx.CreateCQ(a)
+		if err != nil {
+			continue
 		}
+		qp, err := pd.CreateQP(uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+			Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err == nil {
+			qp.Close()
+			return cq, nil
+		}
+		cq.Close()
 	}
 	return vctx.CreateCQ(attr)
+}
+
+// completionClocks is what stampedAttrs asks of a context (uverbs.Context).
+type completionClocks interface {
+	WallClockCompletionClock() (uverbs.CompletionClock, error)
+	CompletionClock() (uverbs.CompletionClock, error)
+}
+
+// stampedAttrs are the timestamped forms of attr the device offers, best
+// first: wall-clock stamps the device writes itself (no conversion, no
+// clock page to read), then free-running ones with a clock to convert
+// them. None when !want.
+func stampedAttrs(c completionClocks, attr uverbs.CQInitAttr, want bool) []uverbs.CQInitAttr {
+	if !want {
+		return nil
+	}
+	var out []uverbs.CQInitAttr
+	if _, err := c.WallClockCompletionClock(); err == nil {
+		a := attr
+		a.WallClock, a.Timestamps = true, false
+		out = append(out, a)
+	}
+	if _, err := c.CompletionClock(); err == nil {
+		a := attr
+		a.WallClock, a.Timestamps = false, true
+		out = append(out, a)
+	}
+	return out
 }

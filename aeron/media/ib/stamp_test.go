@@ -1,10 +1,13 @@
 package ib
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/uverbs"
 )
 
 // fakeClock converts raw stamps as a device clock would: ns = base + raw,
@@ -72,4 +75,51 @@ func TestStamperHardware(t *testing.T) {
 	clk.base = time.Now().UnixNano()
 	require.Zero(t, testing.AllocsPerRun(100, func() { s.stamp(7) }), "stamp allocations")
 	require.Zero(t, testing.AllocsPerRun(100, func() { s.stamp(0) }), "fallback allocations")
+}
+
+// clocksOf is a context whose device has a wall-clock format (wall), a
+// free-running clock (free), both or neither.
+type clocksOf struct{ wall, free bool }
+
+func (c clocksOf) WallClockCompletionClock() (uverbs.CompletionClock, error) {
+	if !c.wall {
+		return nil, errors.Join(uverbs.ErrNotSupported, errors.New("no real-time format"))
+	}
+	return &fakeClock{}, nil
+}
+
+func (c clocksOf) CompletionClock() (uverbs.CompletionClock, error) {
+	if !c.free {
+		return nil, errors.Join(uverbs.ErrNotSupported, errors.New("no clock-info page"))
+	}
+	return &fakeClock{}, nil
+}
+
+// The receive CQ's timestamp forms, best first: wall-clock where the
+// device writes it (an mlx5 with the real-time format), then free-running
+// with the clock page; none on rxe or when the channel asks for none. The
+// caller's other attributes are kept.
+func TestStampedAttrs(t *testing.T) {
+	base := uverbs.CQInitAttr{CQE: 640, CompVector: 1}
+	wall, free := base, base
+	wall.WallClock = true
+	free.Timestamps = true
+	for _, c := range []struct {
+		name string
+		dev  clocksOf
+		want []uverbs.CQInitAttr
+	}{
+		{"real-time and free-running", clocksOf{wall: true, free: true}, []uverbs.CQInitAttr{wall, free}},
+		{"real-time only", clocksOf{wall: true}, []uverbs.CQInitAttr{wall}},
+		{"free-running only", clocksOf{free: true}, []uverbs.CQInitAttr{free}},
+		{"neither (rxe)", clocksOf{}, nil},
+	} {
+		require.Equal(t, c.want, stampedAttrs(c.dev, base, true), c.name)
+		require.Nil(t, stampedAttrs(c.dev, base, false), "%s: no media-rcv-ts-offset", c.name)
+	}
+	// A caller's own Timestamps does not leak into the wall-clock form.
+	in := base
+	in.Timestamps = true
+	got := stampedAttrs(clocksOf{wall: true, free: true}, in, true)
+	require.Equal(t, []uverbs.CQInitAttr{wall, free}, got)
 }
