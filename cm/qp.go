@@ -287,13 +287,15 @@ type QPInitAttr struct {
 	Cap            uverbs.QPCap
 	SigAll         bool
 	// Timestamps asks for completion timestamps on the CQ the id creates
-	// (when SendCQ or RecvCQ is nil), where the device has a completion
-	// clock (uverbs.Context.CompletionClock): each WC.Timestamp is then
-	// the HCA's completion time. Elsewhere (rxe), or when the kernel
-	// refuses the timestamped CQ or a QP on it (ErrNotSupported: an mlx5
-	// with only the real-time timestamp format), the CQ is made without
-	// them; CQ.Timestamps of the id's CQ says which it got. It has no
-	// effect on CQs the caller gives.
+	// (when SendCQ or RecvCQ is nil), where the device has them: in the
+	// wall-clock format where it writes that (uverbs.CQInitAttr.WallClock,
+	// an mlx5 with the real-time clock), else free-running with a
+	// completion clock (uverbs.Context.CompletionClock). Each WC.Timestamp
+	// is then the HCA's completion time, which the CQ's CompletionClock
+	// converts. Elsewhere (rxe), or when the kernel refuses each form of
+	// timestamped CQ or a QP on it (ErrNotSupported), the CQ is made
+	// without them; CQ.TimestampFormat of the id's CQ says which it got.
+	// It has no effect on CQs the caller gives.
 	Timestamps bool
 }
 
@@ -317,13 +319,27 @@ func (id *ID) CreateQP(pd *uverbs.PD, attr QPInitAttr) (*uverbs.QP, error) {
 	if id.QP() != nil {
 		return nil, &Error{Op: "create qp", Err: fmt.Errorf("%v already has a QP", id)}
 	}
-	stamps := attr.Timestamps && (attr.SendCQ == nil || attr.RecvCQ == nil) && hasCompletionClock(pd.Context())
-	qp, own, cc, err := id.newQP(pd, attr, stamps)
-	if err != nil && stamps && errors.Is(err, uverbs.ErrNotSupported) {
-		// The device has a clock but refused the timestamped CQ, or a QP
-		// on it (mlx5_ib get_ts_format: a device with only the real-time
-		// format): completions without timestamps, as on rxe.
-		qp, own, cc, err = id.newQP(pd, attr, false)
+	// The forms of timestamped CQ to try, best first, then none: the
+	// kernel refuses a QP on a CQ whose format the device lacks (mlx5_ib
+	// get_ts_format, EOPNOTSUPP), so each refusal tries the next.
+	var forms []stampForm
+	if attr.Timestamps && (attr.SendCQ == nil || attr.RecvCQ == nil) {
+		if _, err := pd.Context().WallClockCompletionClock(); err == nil {
+			forms = append(forms, stampWallClock)
+		}
+		if hasCompletionClock(pd.Context()) {
+			forms = append(forms, stampFreeRunning)
+		}
+	}
+	forms = append(forms, stampNone)
+	var qp *uverbs.QP
+	var own *uverbs.CQ
+	var cc *uverbs.CompChannel
+	for _, f := range forms {
+		qp, own, cc, err = id.newQP(pd, attr, f)
+		if err == nil || f == stampNone || !errors.Is(err, uverbs.ErrNotSupported) {
+			break
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -344,13 +360,23 @@ func hasCompletionClock(c *uverbs.Context) bool {
 // newQP is CreateQP's work: the id's own CQ (with completion timestamps
 // when stamps) when the caller gave none, the QP, and the moves to INIT
 // (UD: to RTS). On error nothing it made is left.
-func (id *ID) newQP(pd *uverbs.PD, attr QPInitAttr, stamps bool) (_ *uverbs.QP, own *uverbs.CQ, cc *uverbs.CompChannel, err error) {
+// stampForm is the completion timestamps newQP asks of the id's own CQ.
+type stampForm int
+
+const (
+	stampNone        stampForm = iota
+	stampFreeRunning           // uverbs.CQInitAttr.Timestamps
+	stampWallClock             // uverbs.CQInitAttr.WallClock
+)
+
+func (id *ID) newQP(pd *uverbs.PD, attr QPInitAttr, stamps stampForm) (_ *uverbs.QP, own *uverbs.CQ, cc *uverbs.CompChannel, err error) {
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
 		n := int(attr.Cap.MaxSendWR + attr.Cap.MaxRecvWR)
 		if cc, err = pd.Context().CreateCompChannel(); err != nil {
 			return nil, nil, nil, &Error{Op: "create qp: its completion channel", Err: err}
 		}
-		own, err = pd.Context().CreateCQ(uverbs.CQInitAttr{CQE: max(n, 1), Channel: cc, Timestamps: stamps})
+		own, err = pd.Context().CreateCQ(uverbs.CQInitAttr{CQE: max(n, 1), Channel: cc,
+			Timestamps: stamps == stampFreeRunning, WallClock: stamps == stampWallClock})
 		if err != nil {
 			cc.Close()
 			return nil, nil, nil, &Error{Op: "create qp: its CQ", Err: err}
