@@ -154,6 +154,9 @@ func (t *rcTransport) retire() {
 	if t.cq == nil && t.srq == nil && t.mem == nil {
 		return
 	}
+	// their events mean nothing any more (asyncev.go)
+	t.m.unwatchCQ(t.vctx, t.cq)
+	t.m.unwatchSRQ(t.vctx, t.srq)
 	t.retired = append(t.retired, rcShared{cq: t.cq, srq: t.srq, mem: t.mem, mr: t.mr})
 	t.cq, t.srq, t.mem, t.mr = nil, nil, nil, nil
 }

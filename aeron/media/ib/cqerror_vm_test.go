@@ -6,6 +6,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/ibgo/ibgo/aeron/client"
 	"github.com/ibgo/ibgo/aeron/driver"
 	"github.com/ibgo/ibgo/aeron/media/ib"
+	"github.com/ibgo/ibgo/aeron/uri"
 	"github.com/ibgo/ibgo/internal/testutil"
 )
 
@@ -256,4 +260,64 @@ func TestIBRCRepeatedSharedCQFailures(t *testing.T) {
 	log, _ := errorLog(t, ds)
 	require.Contains(t, log, "ib: rc poll the shared CQ of "+vm.IP+":24607 failed: injected CQ failure (test hook)")
 	t.Logf("subscriber: accepted %d, lost %d, NAKs sent %d", ms.RC.Accepted.Load(), ms.RC.Lost.Load(), systemCounter(t, ds, "NAKs sent"))
+}
+
+// TestIBRCSharedCQOverrun: a real overrun, no test hook in the poll path.
+// The subscription's shared CQ is made too small (UndersizeNextSharedCQ)
+// and a burst arrives while nobody polls it: rxe raises CQ_ERR on the
+// device context (and puts the responder's QP in error) but its poll never
+// fails, so only the medium's async-event reader can notice. The next
+// Recv fails with the event as cause, the shared queues are rebuilt at
+// their normal size, the publication dials again, and frames flow.
+func TestIBRCSharedCQOverrun(t *testing.T) {
+	vm := testutil.OneNode(t)
+	m := ib.New()
+	var mu sync.Mutex
+	var logged []string
+	m.SetErrorHandler(func(err error) {
+		mu.Lock()
+		logged = append(logged, err.Error())
+		mu.Unlock()
+	})
+	ep := netip.MustParseAddrPort(vm.IP + ":24630")
+	u, err := uri.Parse("aeron:ib?endpoint=" + ep.String() + "|ib-qp=rc|mtu=4096")
+	require.NoError(t, err)
+	p := driver.TransportParams{MTU: 4096, SocketRcvbuf: 128 << 10}
+	ib.UndersizeNextSharedCQ(4)
+	sub, err := m.Open(u, ep, netip.AddrPort{}, p, driver.AffinityReceiver)
+	require.NoError(t, err)
+	defer sub.Close()
+	pub, err := m.Open(u, netip.AddrPortFrom(netip.IPv4Unspecified(), 0), ep, p, driver.AffinitySender)
+	require.NoError(t, err)
+	defer pub.Close()
+
+	frame := make([]byte, 1024)
+	got := 0
+	onSub := func(driver.Transport, []byte, netip.AddrPort, int64) { got++ }
+	nop := func(driver.Transport, []byte, netip.AddrPort, int64) {}
+	for i := 0; i < 64; i++ {
+		_, err := pub.Send(netip.AddrPort{}, [][]byte{frame})
+		require.NoError(t, err)
+		_, _ = pub.Recv(16, nop)
+	}
+	waitUntil(t, "the device's CQ_ERR event", deadline, func() bool {
+		_, _ = pub.Recv(16, nop)
+		return m.AsyncEvents.Load() > 0
+	})
+	_, err = sub.Recv(16, onSub)
+	require.ErrorContains(t, err, "asynchronous event CQ_ERR", "the subscription's poll fails with the event")
+	require.EqualValues(t, 1, m.RC.CQErrors.Load())
+
+	waitUntil(t, "frames after the rebuild", deadline, func() bool {
+		before := got
+		_, _ = pub.Send(netip.AddrPort{}, [][]byte{frame})
+		_, _ = pub.Recv(16, nop)
+		_, _ = sub.Recv(16, onSub)
+		return got > before && m.CQRebuilds.Load() == 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, logged)
+	require.Contains(t, strings.Join(logged, "\n"), "asynchronous event CQ_ERR")
+	t.Logf("async events %d; error log:\n%s", m.AsyncEvents.Load(), strings.Join(logged, "\n"))
 }

@@ -44,3 +44,8 @@ func RCAckTimeouts(tr driver.Transport) ([]uint8, error) {
 	}
 	return out, nil
 }
+
+// UndersizeNextSharedCQ makes the next ib-qp=rc subscription's shared CQ
+// hold only n completions, so that a burst overruns it (the device then
+// raises CQ_ERR); the rebuilt one has its normal size.
+func UndersizeNextSharedCQ(n int) { sharedCQForTest.Store(int32(n)) }

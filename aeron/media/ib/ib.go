@@ -56,7 +56,13 @@ type Media struct {
 	// an error: overrun, device error); CQRebuilds the endpoints rebuilt
 	// with a new CQ after a CQ failed, UD and ib-qp=rc (cqerror.go).
 	CQErrors, CQRebuilds atomic.Int64
+	// AsyncEvents counts the asynchronous events read from the device
+	// contexts the medium's queues live on (asyncev.go): a CQ_ERR or
+	// SRQ_ERR fails its queue as a failed poll does, and the error events
+	// are written to the error log.
+	AsyncEvents atomic.Int64
 
+	async   asyncWatch
 	handler atomic.Pointer[func(error)] // the driver's error handler (errors.go)
 	// RC counts the ib-qp=rc connections' events (rc.go).
 	RC RCStats
@@ -316,6 +322,8 @@ type transport struct {
 
 	stamp stamper // media receive timestamps (stamp.go)
 
+	cqEvent atomic.Bool // the device reported t.cq in error (asyncev.go)
+
 	// destinations resolved on demand (peers.go); epGen counts endpoints
 	// released, so an answer for an earlier one is dropped
 	res   peerResolver
@@ -367,6 +375,8 @@ func (t *transport) setup(p driver.TransportParams, aff driver.Affinity, window,
 	if t.vctx == nil || t.qp == nil || t.cq == nil {
 		return errors.New("ib: the UD endpoint has no QP")
 	}
+	t.cqEvent.Store(false)
+	t.m.watchCQ(t.vctx, t.cq, &t.cqEvent) // asyncev.go
 	pa, err := t.vctx.QueryPort(t.port)
 	if err != nil {
 		return fmt.Errorf("ib: query port %d: %w", t.port, err)
@@ -446,6 +456,8 @@ func (t *transport) reap() error {
 	var err error
 	if t.failPoll.Load() && t.failPoll.CompareAndSwap(true, false) {
 		err = errInjected
+	} else if t.cqEvent.Load() {
+		err = errCQEvent
 	} else {
 		n, err = t.cq.Poll(t.wcs[:])
 	}
@@ -724,6 +736,10 @@ func (t *transport) Close() error {
 func (t *transport) release() error {
 	t.ready.Store(false)
 	t.epGen++
+	if t.cq != nil {
+		t.m.unwatchCQ(t.vctx, t.cq)
+		t.cq = nil
+	}
 	var errs []error
 	errs = append(errs, t.mc.leave(t))
 	t.mc = nil

@@ -165,6 +165,11 @@ type rcConn struct {
 	close             bool
 
 	ts stamper // publication side: media timestamps of cq's frames
+
+	// publication side: the device reported cq in error (asyncev.go);
+	// unwatch ends that watch before cq goes
+	cqEvent atomic.Bool
+	unwatch func()
 }
 
 // rcEvent hands a connection to the agent (up) or tells it one is lost.
@@ -227,6 +232,10 @@ type rcTransport struct {
 	rebuildAt    int64
 	retired      []rcShared
 	failPoll     atomic.Bool // the tests' FailNextPoll
+	// the device reported the shared CQ or SRQ in error (asyncev.go);
+	// vctx is the context they live on
+	cqEvent, srqEvent atomic.Bool
+	vctx              *uverbs.Context
 
 	// agent state
 	cur    *rcConn // publication side
@@ -243,6 +252,10 @@ type rcTransport struct {
 }
 
 const rcSendWRID = 1 << 62
+
+// sharedCQForTest, when set, is the size of the next shared CQ a
+// subscription makes (once): the tests overrun it (export_test.go).
+var sharedCQForTest atomic.Int32
 
 // openRC opens an ib-qp=rc transport (Open dispatches here).
 func (m *Media) openRC(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.TransportParams, aff driver.Affinity) (driver.Transport, error) {
@@ -315,13 +328,22 @@ func (t *rcTransport) openSubscription() error {
 // sharedMu or the accept goroutine is not running yet.
 func (t *rcTransport) makeShared(vctx *uverbs.Context) error {
 	var err error
-	if t.cq, err = stampedCQ(vctx, t.pd, uverbs.CQInitAttr{CQE: t.ring + RCMaxPeers*rcSendSlots}, t.mediaTS); err != nil {
+	cqe := t.ring + RCMaxPeers*rcSendSlots
+	if n := sharedCQForTest.Swap(0); n > 0 {
+		cqe = int(n) // the overrun test's undersized CQ (export_test.go)
+	}
+	if t.cq, err = stampedCQ(vctx, t.pd, uverbs.CQInitAttr{CQE: cqe}, t.mediaTS); err != nil {
 		return fmt.Errorf("ib: rc shared CQ: %w", err)
 	}
 	t.ts = newStamper(t.m, t.mediaTS, vctx, t.cq)
+	t.vctx = vctx
+	t.cqEvent.Store(false)
+	t.m.watchCQ(vctx, t.cq, &t.cqEvent)
 	if t.srq, err = t.pd.CreateSRQ(uverbs.SRQInitAttr{MaxWR: uint32(t.ring), MaxSGE: 1}); err != nil {
 		return fmt.Errorf("ib: rc shared receive queue of %d: %w", t.ring, err)
 	}
+	t.srqEvent.Store(false)
+	t.m.watchSRQ(vctx, t.srq, &t.srqEvent)
 	if t.mem, err = uverbs.AllocMemory(t.ring*t.mtu, uverbs.MemoryOptions{}); err != nil {
 		return fmt.Errorf("ib: rc receive ring: %w", err)
 	}
@@ -580,6 +602,9 @@ func (t *rcTransport) dial(ctx context.Context) (*rcConn, error) {
 	}
 	c.conn = cn
 	c.ts = newStamper(t.m, t.mediaTS, vctx, c.cq) // before the agent polls c.cq
+	t.m.watchCQ(vctx, c.cq, &c.cqEvent)
+	m, cq := t.m, c.cq
+	c.unwatch = func() { m.unwatchCQ(vctx, cq) }
 	t.m.RC.Connected.Add(1)
 	return c, nil
 }
@@ -712,6 +737,9 @@ func (c *rcConn) release() {
 	if c.mr != nil && !c.shared {
 		_ = c.mr.Close()
 	}
+	if c.unwatch != nil {
+		c.unwatch() // before the CQ goes with the connection
+	}
 	if c.conn != nil {
 		_ = c.conn.Close()
 	} else if c.id != nil {
@@ -822,9 +850,16 @@ func (t *rcTransport) poll(cq *uverbs.CQ) error {
 	}
 	var n int
 	var err error
-	if t.failPoll.Load() && t.failPoll.CompareAndSwap(true, false) {
+	switch {
+	case t.failPoll.Load() && t.failPoll.CompareAndSwap(true, false):
 		err = errInjected
-	} else {
+	case cq == t.cq && t.cqEvent.Load():
+		err = errCQEvent
+	case cq == t.cq && t.srqEvent.Load():
+		err = errSRQEvent
+	case t.cur != nil && cq == t.cur.cq && t.cur.cqEvent.Load():
+		err = errCQEvent
+	default:
 		n, err = cq.Poll(t.wcs[:])
 	}
 	if err != nil {

@@ -1,0 +1,201 @@
+package ib
+
+// Asynchronous events. Some failures reach the program only as an event
+// on the device context, not through a poll: a CQ overrun (rxe drops the
+// completion and raises CQ_ERR, moving the QP that completed to error;
+// mlx5 puts the CQ in error, after which it simply yields nothing), an SRQ
+// in error, a catastrophic QP error, a failed port or device. The medium
+// therefore reads the async events of every device context its CQs live
+// on (one goroutine per context while it has CQs there), counts them in
+// Media.AsyncEvents, hands a CQ_ERR or SRQ_ERR to the transport that owns
+// the queue as a failure of that queue (the agent's next poll fails and
+// the usual rebuild follows, cqerror.go), and writes the others that mean
+// something went wrong to the error log with the device and the event.
+// Each event goes to one reader of the context: the medium assumes it is
+// the only one in its process reading the contexts cm opened for it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ibgo/ibgo/uverbs"
+)
+
+// errCQEvent is the failure a CQ_ERR (or SRQ_ERR) event makes the next
+// poll of that queue's owner return.
+var errCQEvent = errors.New("the device reported a CQ error (asynchronous event CQ_ERR: an overrun, or the device failed)")
+
+var errSRQEvent = errors.New("the device reported an SRQ error (asynchronous event SRQ_ERR)")
+
+// asyncWatch is the Media's async-event readers and the queues they watch.
+type asyncWatch struct {
+	mu   sync.Mutex
+	ctxs map[*uverbs.Context]*ctxWatcher
+	cqs  map[*uverbs.CQ]*atomic.Bool
+	srqs map[*uverbs.SRQ]*atomic.Bool
+}
+
+// ctxWatcher reads one context's events while refs queues are watched.
+type ctxWatcher struct {
+	refs   int
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// watchCQ makes a CQ_ERR event about cq set failed (the owner checks it
+// when it polls). vctx is the context cq lives on. Safe for concurrent
+// use.
+func (m *Media) watchCQ(vctx *uverbs.Context, cq *uverbs.CQ, failed *atomic.Bool) {
+	if vctx == nil || cq == nil {
+		return
+	}
+	w := &m.async
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cqs == nil {
+		w.cqs, w.srqs = map[*uverbs.CQ]*atomic.Bool{}, map[*uverbs.SRQ]*atomic.Bool{}
+	}
+	if _, ok := w.cqs[cq]; !ok {
+		w.ref(m, vctx)
+	}
+	w.cqs[cq] = failed
+}
+
+// watchSRQ is watchCQ for an SRQ (SRQ_ERR).
+func (m *Media) watchSRQ(vctx *uverbs.Context, srq *uverbs.SRQ, failed *atomic.Bool) {
+	if vctx == nil || srq == nil {
+		return
+	}
+	w := &m.async
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cqs == nil {
+		w.cqs, w.srqs = map[*uverbs.CQ]*atomic.Bool{}, map[*uverbs.SRQ]*atomic.Bool{}
+	}
+	if _, ok := w.srqs[srq]; !ok {
+		w.ref(m, vctx)
+	}
+	w.srqs[srq] = failed
+}
+
+// unwatchCQ forgets cq (before it is destroyed, or with it); the last
+// queue of a context stops its reader.
+func (m *Media) unwatchCQ(vctx *uverbs.Context, cq *uverbs.CQ) {
+	w := &m.async
+	w.mu.Lock()
+	_, ok := w.cqs[cq]
+	delete(w.cqs, cq)
+	var stop *ctxWatcher
+	if ok {
+		stop = w.unref(vctx)
+	}
+	w.mu.Unlock()
+	stop.wait()
+}
+
+// unwatchSRQ is unwatchCQ for an SRQ.
+func (m *Media) unwatchSRQ(vctx *uverbs.Context, srq *uverbs.SRQ) {
+	w := &m.async
+	w.mu.Lock()
+	_, ok := w.srqs[srq]
+	delete(w.srqs, srq)
+	var stop *ctxWatcher
+	if ok {
+		stop = w.unref(vctx)
+	}
+	w.mu.Unlock()
+	stop.wait()
+}
+
+// ref counts one more watched queue on vctx, starting its reader. w.mu
+// is held.
+func (w *asyncWatch) ref(m *Media, vctx *uverbs.Context) {
+	if w.ctxs == nil {
+		w.ctxs = map[*uverbs.Context]*ctxWatcher{}
+	}
+	cw := w.ctxs[vctx]
+	if cw == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		cw = &ctxWatcher{cancel: cancel, done: make(chan struct{})}
+		w.ctxs[vctx] = cw
+		go m.readEvents(ctx, vctx, cw.done)
+	}
+	cw.refs++
+}
+
+// unref counts one watched queue less; the watcher to wait for (outside
+// w.mu) when it was the last.
+func (w *asyncWatch) unref(vctx *uverbs.Context) *ctxWatcher {
+	cw := w.ctxs[vctx]
+	if cw == nil {
+		return nil
+	}
+	if cw.refs--; cw.refs > 0 {
+		return nil
+	}
+	delete(w.ctxs, vctx)
+	cw.cancel()
+	return cw
+}
+
+func (cw *ctxWatcher) wait() {
+	if cw != nil {
+		<-cw.done
+	}
+}
+
+// readEvents reads vctx's events until ctx ends or the context closes.
+func (m *Media) readEvents(ctx context.Context, vctx *uverbs.Context, done chan<- struct{}) {
+	defer close(done)
+	dev := vctx.Device().Name
+	for {
+		ev, err := vctx.GetAsyncEvent(ctx)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, uverbs.ErrClosed) || errors.Is(err, uverbs.ErrDeviceFatal) {
+				return
+			}
+			select { // a read error that is not the end: do not spin
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
+		}
+		m.AsyncEvents.Add(1)
+		m.onEvent(dev, ev)
+	}
+}
+
+// onEvent dispatches one event (see the top of the file).
+func (m *Media) onEvent(dev string, ev uverbs.AsyncEvent) {
+	w := &m.async
+	switch ev.Type {
+	case uverbs.EventCQErr:
+		w.mu.Lock()
+		f := w.cqs[ev.CQ]
+		w.mu.Unlock()
+		if f != nil {
+			f.Store(true)
+			return
+		}
+	case uverbs.EventSRQErr:
+		w.mu.Lock()
+		f := w.srqs[ev.SRQ]
+		w.mu.Unlock()
+		if f != nil {
+			f.Store(true)
+			return
+		}
+	case uverbs.EventQPFatal, uverbs.EventQPReqErr, uverbs.EventQPAccessErr, uverbs.EventWQFatal:
+		// the QP is in error: its flushed work requests tell its owner,
+		// which restarts or drops it; the cause goes to the log here
+	case uverbs.EventDeviceFatal, uverbs.EventPortErr:
+	default:
+		return // informational (port active, communication established, ...)
+	}
+	m.report(fmt.Errorf("ib: device %s reported %q (asynchronous event %d)", dev, ev.Type.String(), ev.Type))
+}
