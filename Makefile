@@ -8,7 +8,7 @@ VM       = $(GO) run ./hwtest/vm
 
 export CGO_ENABLED = 0
 
-.PHONY: hwtest-bin all build test test-unit test-race boundary archdoc test-vm test-vm-one demo bench-vm count-vm lint cross fuzz image clean
+.PHONY: hwtest-bin all build test test-unit test-race boundary archdoc test-vm test-vm-one demo bench-vm count-vm sysmon-vm lint cross fuzz image clean
 
 all: build
 
@@ -69,6 +69,14 @@ bench-vm:
 ## and softirqs (COUNT_TEST=send_bw COUNT_ARGS='-c UD -s 1024 -n 20000' COUNT_IMPLS='c go c go')
 count-vm:
 	$(VM) run -kernel $(KERNEL) $(if $(COUNT_TEST),-env 'COUNT_TEST=$(COUNT_TEST)') $(if $(COUNT_ARGS),-env 'COUNT_ARGS=$(COUNT_ARGS)') $(if $(COUNT_IMPLS),-env 'COUNT_IMPLS=$(COUNT_IMPLS)') -script hwtest/vm/count-vm.sh
+
+## sysmon-vm: Debian's send_bw UD pair with and without a 10 ms waker thread preloaded (the rate of the Go
+## runtime's sysmon), beside ibgo's pair, pinned, interleaved (issue 16; needs gcc on the host for the waker;
+## SYSMON_ROUNDS=30 SYSMON_PIN=1)
+sysmon-vm:
+	@d=$$(mktemp -d) && gcc -O2 -shared -fPIC -o $$d/waker.so hwtest/experiments/waker.c -lpthread && \
+	$(VM) run -kernel $(KERNEL) -out $$d -env ROUNDS=$(or $(SYSMON_ROUNDS),30) -env PIN=$(or $(SYSMON_PIN),1) -script hwtest/vm/sysmon-vm.sh; \
+	rc=$$?; rm -rf $$d; exit $$rc
 
 ## image: build (or show the cached) guest image
 image:

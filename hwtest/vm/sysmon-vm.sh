@@ -1,0 +1,69 @@
+#!/bin/sh
+# `make sysmon-vm`: runs inside the soft-RoCE guest (issue 16: why ibgo's UD
+# send_bw trails C perftest's). Per round, in turn: Debian's C perftest pair
+# as is (c), the same pair with /out/waker.so preloaded into both processes
+# (cw: one extra thread each that wakes every 10 ms, as the Go runtime's
+# sysmon does while a goroutine runs), and ibgo's pair (go). The order of c
+# and cw alternates between rounds. PIN=1 (the default) puts every server
+# on vCPU 0 and every client on vCPU 1 (taskset, all threads), which removes
+# the two-mode spread of unpinned runs (both spinners on one vCPU or not).
+# Prints each round and the medians; per-round ratios are in the rounds.
+set -e
+ROUNDS=${ROUNDS:-30}
+ARGS=${SYSMON_ARGS:--c UD -s 1024 -n 5000}
+[ -r /out/waker.so ] || { echo "no /out/waker.so (make sysmon-vm builds it)"; exit 1; }
+cp /out/waker.so /tmp/waker.so
+cp "$(command -v ibgo)" /tmp/ibgo
+ip=${IBGO_VM_IP:?the guest init exports IBGO_VM_IP}
+gidx=$(ibgo devinfo -v | sed -n "s/.*GID\[ *\([0-9]*\)\]:.*::ffff:$ip, RoCE v2.*/\1/p" | head -n 1)
+[ -n "$gidx" ] || { echo "no RoCE v2 GID for $ip on rxe0"; exit 1; }
+TS0="" TS1=""
+if [ "${PIN:-1}" = 1 ]; then
+	TS0="taskset -c 0" TS1="taskset -c 1"
+fi
+port=22000
+
+waitport() {
+	i=0
+	until netstat -ltn 2>/dev/null | grep -q ":$1 "; do
+		i=$((i + 1)); [ $i -lt 300 ] || { echo "nothing listens on port $1"; exit 1; }
+		sleep 0.05
+	done
+}
+
+# one IMPL: one send_bw pair, prints the client's MB/s (column 4)
+one() {
+	port=$((port + 1))
+	pre=""
+	case $1 in
+	c) bin=ib_send_bw ;;
+	cw) bin=ib_send_bw pre=LD_PRELOAD=/tmp/waker.so ;;
+	go) bin="/tmp/ibgo perf send_bw" ;;
+	esac
+	# shellcheck disable=SC2086
+	$TS0 env $pre $bin -d rxe0 -x "$gidx" -p $port $ARGS > /tmp/s.srv 2>&1 &
+	srv=$!
+	waitport $port
+	if [ "$1" = cw ] && [ "$(ls /proc/$srv/task | wc -l)" -lt 2 ]; then
+		echo "the waker did not start in the C server" >&2; exit 1
+	fi
+	# shellcheck disable=SC2086
+	$TS1 env $pre $bin -d rxe0 -x "$gidx" -p $port $ARGS "$ip" > /tmp/s.cli 2>&1 || cat /tmp/s.cli >&2
+	wait $srv || cat /tmp/s.srv >&2
+	awk '/^ #bytes/ {r = 1; next} r && NF > 3 {print $4; exit}' /tmp/s.cli
+}
+
+median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+
+echo "send_bw $ARGS, $ROUNDS rounds, pinned: ${PIN:-1}"
+cs="" ws="" gs=""
+r=0
+while [ $r -lt "$ROUNDS" ]; do
+	if [ $((r % 2)) -eq 0 ]; then c=$(one c); w=$(one cw); else w=$(one cw); c=$(one c); fi
+	g=$(one go)
+	echo "ROUND $r c=$c cw=$w go=$g"
+	cs="$cs $c" ws="$ws $w" gs="$gs $g"
+	r=$((r + 1))
+done
+cm=$(echo "$cs" | median) wm=$(echo "$ws" | median) gm=$(echo "$gs" | median)
+awk -v c="$cm" -v w="$wm" -v g="$gm" 'BEGIN {printf "medians MB/s: c %s, cw %s, go %s; cw/c %.3f, go/c %.3f\n", c, w, g, w / c, g / c}'
