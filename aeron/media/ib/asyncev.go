@@ -33,10 +33,9 @@ var errSRQEvent = errors.New("the device reported an SRQ error (asynchronous eve
 
 // asyncWatch is the Media's async-event readers and the queues they watch.
 type asyncWatch struct {
-	mu   sync.Mutex
-	ctxs map[*uverbs.Context]*ctxWatcher
-	cqs  map[*uverbs.CQ]*atomic.Bool
-	srqs map[*uverbs.SRQ]*atomic.Bool
+	mu     sync.Mutex
+	ctxs   map[*uverbs.Context]*ctxWatcher
+	queues map[any]*atomic.Bool // *uverbs.CQ or *uverbs.SRQ -> its owner's flag
 }
 
 // ctxWatcher reads one context's events while refs queues are watched.
@@ -50,59 +49,54 @@ type ctxWatcher struct {
 // when it polls). vctx is the context cq lives on. Safe for concurrent
 // use.
 func (m *Media) watchCQ(vctx *uverbs.Context, cq *uverbs.CQ, failed *atomic.Bool) {
-	if vctx == nil || cq == nil {
-		return
+	if cq != nil {
+		m.watch(vctx, cq, failed)
 	}
-	w := &m.async
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cqs == nil {
-		w.cqs, w.srqs = map[*uverbs.CQ]*atomic.Bool{}, map[*uverbs.SRQ]*atomic.Bool{}
-	}
-	if _, ok := w.cqs[cq]; !ok {
-		w.ref(m, vctx)
-	}
-	w.cqs[cq] = failed
 }
 
 // watchSRQ is watchCQ for an SRQ (SRQ_ERR).
 func (m *Media) watchSRQ(vctx *uverbs.Context, srq *uverbs.SRQ, failed *atomic.Bool) {
-	if vctx == nil || srq == nil {
+	if srq != nil {
+		m.watch(vctx, srq, failed)
+	}
+}
+
+func (m *Media) watch(vctx *uverbs.Context, q any, failed *atomic.Bool) {
+	if vctx == nil {
 		return
 	}
 	w := &m.async
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.cqs == nil {
-		w.cqs, w.srqs = map[*uverbs.CQ]*atomic.Bool{}, map[*uverbs.SRQ]*atomic.Bool{}
+	if w.queues == nil {
+		w.queues = map[any]*atomic.Bool{}
 	}
-	if _, ok := w.srqs[srq]; !ok {
+	if _, ok := w.queues[q]; !ok {
 		w.ref(m, vctx)
 	}
-	w.srqs[srq] = failed
+	w.queues[q] = failed
 }
 
 // unwatchCQ forgets cq (before it is destroyed, or with it); the last
 // queue of a context stops its reader.
 func (m *Media) unwatchCQ(vctx *uverbs.Context, cq *uverbs.CQ) {
-	w := &m.async
-	w.mu.Lock()
-	_, ok := w.cqs[cq]
-	delete(w.cqs, cq)
-	var stop *ctxWatcher
-	if ok {
-		stop = w.unref(vctx)
+	if cq != nil {
+		m.unwatch(vctx, cq)
 	}
-	w.mu.Unlock()
-	stop.wait()
 }
 
 // unwatchSRQ is unwatchCQ for an SRQ.
 func (m *Media) unwatchSRQ(vctx *uverbs.Context, srq *uverbs.SRQ) {
+	if srq != nil {
+		m.unwatch(vctx, srq)
+	}
+}
+
+func (m *Media) unwatch(vctx *uverbs.Context, q any) {
 	w := &m.async
 	w.mu.Lock()
-	_, ok := w.srqs[srq]
-	delete(w.srqs, srq)
+	_, ok := w.queues[q]
+	delete(w.queues, q)
 	var stop *ctxWatcher
 	if ok {
 		stop = w.unref(vctx)
@@ -174,17 +168,13 @@ func (m *Media) readEvents(ctx context.Context, vctx *uverbs.Context, done chan<
 func (m *Media) onEvent(dev string, ev uverbs.AsyncEvent) {
 	w := &m.async
 	switch ev.Type {
-	case uverbs.EventCQErr:
-		w.mu.Lock()
-		f := w.cqs[ev.CQ]
-		w.mu.Unlock()
-		if f != nil {
-			f.Store(true)
-			return
+	case uverbs.EventCQErr, uverbs.EventSRQErr:
+		var q any = ev.CQ
+		if ev.Type == uverbs.EventSRQErr {
+			q = ev.SRQ
 		}
-	case uverbs.EventSRQErr:
 		w.mu.Lock()
-		f := w.srqs[ev.SRQ]
+		f := w.queues[q]
 		w.mu.Unlock()
 		if f != nil {
 			f.Store(true)

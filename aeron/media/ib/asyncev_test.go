@@ -19,8 +19,7 @@ func TestAsyncEventDispatch(t *testing.T) {
 	m.SetErrorHandler(func(err error) { got = append(got, err.Error()) })
 	cq, other, srq := &uverbs.CQ{}, &uverbs.CQ{}, &uverbs.SRQ{}
 	var cqFailed, srqFailed atomic.Bool
-	m.async.cqs = map[*uverbs.CQ]*atomic.Bool{cq: &cqFailed}
-	m.async.srqs = map[*uverbs.SRQ]*atomic.Bool{srq: &srqFailed}
+	m.async.queues = map[any]*atomic.Bool{cq: &cqFailed, srq: &srqFailed}
 
 	m.onEvent("rxe0", uverbs.AsyncEvent{Type: uverbs.EventCQErr, CQ: cq})
 	require.True(t, cqFailed.Load())

@@ -565,29 +565,7 @@ func (t *transport) prepare(k int, d []byte, peer *cm.UDPeer) {
 	slot := t.sendHead
 	wr := &t.swr[k]
 	*wr = uverbs.SendWR{WRID: sendWRID + uint64(slot), Opcode: uverbs.WRSend}
-	switch r, sge := t.registered(d); {
-	case len(d) <= t.inline:
-		wr.InlineData, wr.Flags = d, uverbs.SendInline
-		t.m.Inline.Add(1)
-	case r != nil:
-		t.ssge[k] = sge
-		wr.SGL = t.ssge[k : k+1]
-		if t.slots.take(slot, r, len(d)) {
-			wr.Flags |= uverbs.SendSignaled
-			t.slots.unsignalled = false
-		}
-		t.m.ZeroCopy.Add(1)
-	default:
-		off := t.sendBase + slot*t.slot
-		copy(t.mem.Bytes()[off:], d)
-		t.ssge[k] = t.mr.SGE(off, len(d))
-		wr.SGL = t.ssge[k : k+1]
-		t.m.Copied.Add(1)
-	}
-	if slot%signalEvery == signalEvery-1 {
-		wr.Flags |= uverbs.SendSignaled
-		t.slots.unsignalled = false
-	}
+	t.m.fillSend(wr, t.ssge[k:k+1], d, slot, t.inline, &t.regions, &t.slots, t.mem.Bytes(), t.mr, t.sendBase+slot*t.slot)
 	peer.Dest(wr)
 	t.sendHead = (t.sendHead + 1) % sendSlots
 	t.sendFree--

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ibgo/ibgo/aeron/client"
 	"github.com/ibgo/ibgo/internal/testutil"
 )
 
@@ -35,22 +36,7 @@ func TestIBMDCDynamic(t *testing.T) {
 	waitUntil(t, "both subscriptions connected", deadline, func() bool {
 		return pub.IsConnected() && rs[0].sub.IsConnected() && rs[1].sub.IsConnected()
 	})
-	const n = 2000
-	msg := make([]byte, 256)
-	end := time.Now().Add(deadline)
-	for i := 0; rs[0].count() < n || rs[1].count() < n; {
-		require.False(t, time.Now().After(end), "timed out: offered %d, received %d and %d", i, rs[0].count(), rs[1].count())
-		if i < n {
-			putSeq(msg, i)
-			if pub.Offer(msg) > 0 {
-				i++
-			}
-		}
-		for j, r := range rs {
-			r.sub.Poll(r.fh, 64)
-			require.NoError(t, r.bad, "subscription %d", j)
-		}
-	}
+	pump(t, pub, rs, 2000)
 	requireCleanMedia(t, m)
 	text, entries := errorLog(t, d)
 	require.Zero(t, entries, "error log:\n%s", text)
@@ -89,21 +75,9 @@ func TestIBMDCManual(t *testing.T) {
 				return pub.IsConnected() && rs[0].sub.IsConnected() && rs[1].sub.IsConnected()
 			})
 			const n = 2000
+			pump(t, pub, rs, n)
 			msg := make([]byte, 256)
 			end := time.Now().Add(deadline)
-			for i := 0; rs[0].count() < n || rs[1].count() < n; {
-				require.False(t, time.Now().After(end), "timed out: offered %d, received %d and %d", i, rs[0].count(), rs[1].count())
-				if i < n {
-					putSeq(msg, i)
-					if pub.Offer(msg) > 0 {
-						i++
-					}
-				}
-				for j, r := range rs {
-					r.sub.Poll(r.fh, 64)
-					require.NoError(t, r.bad, "subscription %d", j)
-				}
-			}
 			require.NoError(t, pub.RemoveDestination(ctx, dests[1]))
 			for i := n; i < n+200; {
 				putSeq(msg, i)
@@ -134,4 +108,32 @@ func TestIBMDCManualNeedsControl(t *testing.T) {
 	require.ErrorContains(t, err, "INVALID_CHANNEL")
 	require.ErrorContains(t, err, "aeron:ib needs a specific local IP")
 	require.ErrorContains(t, err, "control=")
+}
+
+// pump offers messages 0..n-1 on pub while polling every receiver, until
+// each has all n in order.
+func pump(t *testing.T, pub *client.Publication, rs []*receiver, n int) {
+	msg := make([]byte, 256)
+	end := time.Now().Add(deadline)
+	done := func() bool {
+		for _, r := range rs {
+			if r.count() < n {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 0; !done(); {
+		require.False(t, time.Now().After(end), "timed out: offered %d, received %d and %d", i, rs[0].count(), rs[1].count())
+		if i < n {
+			putSeq(msg, i)
+			if pub.Offer(msg) > 0 {
+				i++
+			}
+		}
+		for j, r := range rs {
+			r.sub.Poll(r.fh, 64)
+			require.NoError(t, r.bad, "subscription %d", j)
+		}
+	}
 }

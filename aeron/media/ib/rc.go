@@ -999,29 +999,7 @@ func (t *rcTransport) prepare(c *rcConn, k int, d []byte) {
 	slot := (c.head + k) % rcSendSlots
 	wr := &c.swr[k]
 	*wr = uverbs.SendWR{WRID: rcSendWRID | uint64(c.key)<<16 | uint64(slot), Opcode: uverbs.WRSend}
-	switch r, sge := t.registered(d); {
-	case len(d) <= c.inline:
-		wr.InlineData, wr.Flags = d, uverbs.SendInline
-		t.m.Inline.Add(1)
-	case r != nil:
-		c.ssge[k] = sge
-		wr.SGL = c.ssge[k : k+1]
-		if c.slots.take(slot, r, len(d)) {
-			wr.Flags |= uverbs.SendSignaled
-			c.slots.unsignalled = false
-		}
-		t.m.ZeroCopy.Add(1)
-	default:
-		off := c.sendBase + slot*t.mtu
-		copy(c.mem.Bytes()[off:], d)
-		c.ssge[k] = c.mr.SGE(off, len(d))
-		wr.SGL = c.ssge[k : k+1]
-		t.m.Copied.Add(1)
-	}
-	if slot%signalEvery == signalEvery-1 {
-		wr.Flags |= uverbs.SendSignaled
-		c.slots.unsignalled = false
-	}
+	t.m.fillSend(wr, c.ssge[k:k+1], d, slot, c.inline, &t.regions, &c.slots, c.mem.Bytes(), c.mr, c.sendBase+slot*t.mtu)
 }
 
 // post posts c's k prepared work requests with one doorbell and takes

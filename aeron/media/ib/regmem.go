@@ -177,6 +177,37 @@ func (s *slotRegs) forget(r *memReg) {
 	}
 }
 
+// fillSend makes wr (its WRID and opcode set) carry d from send slot slot
+// of a send queue: inline when d fits the QP's inline data, else straight
+// from a registered log (s records the read), else copied into the slot's
+// bounce buffer at mem[off:], registered as mr. sgl is wr's one SGE. One
+// work request in signalEvery is signalled, and one whose log has half its
+// in-flight bound posted. UD and RC send paths share it.
+func (m *Media) fillSend(wr *uverbs.SendWR, sgl []uverbs.SGE, d []byte, slot, inline int, rs *regions, s *slotRegs, mem []byte, mr *uverbs.MR, off int) {
+	switch r, sge := rs.registered(d); {
+	case len(d) <= inline:
+		wr.InlineData, wr.Flags = d, uverbs.SendInline
+		m.Inline.Add(1)
+	case r != nil:
+		sgl[0] = sge
+		wr.SGL = sgl
+		if s.take(slot, r, len(d)) {
+			wr.Flags |= uverbs.SendSignaled
+			s.unsignalled = false
+		}
+		m.ZeroCopy.Add(1)
+	default:
+		copy(mem[off:], d)
+		sgl[0] = mr.SGE(off, len(d))
+		wr.SGL = sgl
+		m.Copied.Add(1)
+	}
+	if slot%signalEvery == signalEvery-1 {
+		wr.Flags |= uverbs.SendSignaled
+		s.unsignalled = false
+	}
+}
+
 // quiesceWith calls reap until no posted send reads r, for at most
 // QuiesceTimeout.
 func quiesceWith(r *memReg, reap func() error) error {
