@@ -4,6 +4,7 @@ package ib_test
 
 import (
 	"context"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -215,4 +216,39 @@ func TestIBTwoNodePublisherKilled(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "done", line)
 	require.NoError(t, d.Close(), "the publisher's driver goes without an end of stream")
+}
+
+// TestIBTwoNodeMDCDynamic: multi-destination-cast across the link. Node 2's
+// subscription names node 1's control address; its driver resolves that
+// address by SIDR over the link (peers.go) to register, node 1's
+// publication adds it as a destination from its status messages, and
+// every message arrives once and in order.
+func TestIBTwoNodeMDCDynamic(t *testing.T) {
+	vm := testutil.TwoNodes(t)
+	d, m := startIB(t, nil)
+	c := connectTo(t, d)
+	ctx := context.Background()
+	control := net.JoinHostPort(vm.IP, "24640")
+	if vm.Node == 2 {
+		control = net.JoinHostPort(vm.Peer, "24640")
+		sub, err := c.AddSubscription(ctx, "aeron:ib?endpoint="+vm.IP+":24641|control="+control, 1001)
+		require.NoError(t, err)
+		require.NoError(t, newReceiver(sub, 0).until(twoNodeMessages, 2*deadline))
+		requireCleanMedia(t, m)
+		log, k := errorLog(t, d)
+		require.Zero(t, k, "error log: %s", log)
+		sendDone(t, vm.Peer, 24642, "done")
+		return
+	}
+	ln := listenDone(t, vm.IP, 24642)
+	pub, err := c.AddPublication(ctx, "aeron:ib?control="+control+"|control-mode=dynamic", 1001)
+	require.NoError(t, err)
+	waitUntil(t, "node 2's subscription registering", 2*deadline, pub.IsConnected)
+	offerAll(t, pub, 0, twoNodeMessages, 2*deadline)
+	line, err := awaitDone(ln, 2*deadline)
+	require.NoError(t, err)
+	require.Equal(t, "done", line)
+	requireCleanMedia(t, m)
+	log, k := errorLog(t, d)
+	require.Zero(t, k, "error log: %s", log)
 }
