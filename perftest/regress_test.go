@@ -152,7 +152,9 @@ func TestDurationClockRaceFree(t *testing.T) {
 	initClock()
 	var e engine
 	e.meas.cpu.enabled = true
-	d := startDuration(2*time.Millisecond, 5*time.Millisecond, &e.meas.cpu)
+	// a window long enough that the loop sees it on a loaded 2-core host
+	// (5 ms was missed once in CI)
+	d := startDuration(2*time.Millisecond, 200*time.Millisecond, &e.meas.cpu)
 	seen := map[int32]bool{}
 	deadline := time.Now().Add(5 * time.Second)
 	for !d.ended() {
