@@ -16,11 +16,14 @@ func benchQP(tb testing.TB, sendWR uint32) *rig {
 
 func benchPost(b *testing.B, batch int) {
 	r := benchQP(b, 128)
-	payload := make([]byte, 64)
+	// Each WR sends its own 64 bytes of one registered buffer, looked up as
+	// the PD's lookup does it (the whole MR, then the range inside it).
+	payload := make([]byte, 64*batch)
+	r.sq.local = regLocal(payload)
 	wrs := make([]uverbs.SendWR, batch)
 	for i := range wrs {
 		wrs[i] = uverbs.SendWR{WRID: uint64(i), Opcode: uverbs.WRSend, Flags: uverbs.SendInline | uverbs.SendSignaled,
-			SGL: []uverbs.SGE{{Addr: r.bytesOf(payload), Length: 64, LKey: 1}}}
+			SGL: []uverbs.SGE{{Addr: r.bytesOf(payload[64*i:]), Length: 64, LKey: 1}}}
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

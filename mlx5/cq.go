@@ -377,7 +377,7 @@ func (c *cqRing) responder(cqe unsafe.Pointer, opOwn uint8, r *resource, wc *uve
 func copyToScat(local localFn, scat, buf unsafe.Pointer, size uint32, maxSeg int) uverbs.WCStatus {
 	for i := 0; i < maxSeg && size > 0; i++ {
 		n := min(size, get32(scat, 0))
-		dst := local(get32(scat, 4), be64(*(*uint64)(unsafe.Add(scat, 8))), int(n))
+		dst := local.bytes(get32(scat, 4), be64(*(*uint64)(unsafe.Add(scat, 8))), int(n))
 		if dst == nil && n > 0 {
 			return uverbs.WCLocProtErr
 		}

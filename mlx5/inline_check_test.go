@@ -18,12 +18,7 @@ func TestInlineFromUnregisteredMemoryIsEINVAL(t *testing.T) {
 	r := benchQP(t, 16)
 	payload := make([]byte, 64)
 	reg := r.bytesOf(payload)
-	r.sq.local = func(lkey uint32, addr uint64, n int) []byte {
-		if lkey != 1 || addr < reg || addr+uint64(n) > reg+64 {
-			return nil
-		}
-		return payload[addr-reg : addr-reg+uint64(n)]
-	}
+	r.sq.local = regLocal(payload)
 	for name, sgl := range map[string][]uverbs.SGE{
 		"unknown address": {{Addr: 0x10000000, Length: 16, LKey: 1}},
 		"other key":       {{Addr: reg, Length: 16, LKey: 2}},
@@ -53,15 +48,18 @@ func TestScatterToUnregisteredMemoryIsLocProt(t *testing.T) {
 	put32(memPtr(scat), 0, 32)
 	put32(memPtr(scat), 4, 9)
 	put64(memPtr(scat), 8, 0x10000000)
-	refuse := func(uint32, uint64, int) []byte { return nil }
+	refuse := func(uint32, uint64, int) (uint64, []byte) { return 0, nil }
 	require.Equal(t, uverbs.WCLocProtErr, copyToScat(refuse, memPtr(scat), memPtr(data), 32, 1))
 	dst := make([]byte, 32)
-	accept := func(uint32, uint64, int) []byte { return dst }
+	accept := regLocal(dst)
+	require.Equal(t, uverbs.WCLocProtErr, copyToScat(accept, memPtr(scat), memPtr(data), 32, 1), "lkey 9 at 0x10000000")
+	put32(memPtr(scat), 4, 1)
+	put64(memPtr(scat), 8, uint64(uintptr(memPtr(dst))))
 	require.Equal(t, uverbs.WCSuccess, copyToScat(accept, memPtr(scat), memPtr(data), 32, 1))
 	require.Equal(t, data[:32], dst)
 }
 
-// copySmall copies exactly [0, n) for every size inline data can have,
+// copyInline copies exactly [0, n) for every size inline data can have,
 // from and to unaligned addresses, touching nothing around it.
 func TestCopySmall(t *testing.T) {
 	src := make([]byte, 300)
@@ -75,7 +73,7 @@ func TestCopySmall(t *testing.T) {
 				dst[i] = 0xee
 			}
 			if n > 0 {
-				copySmall(unsafe.Pointer(&dst[off+8]), unsafe.Pointer(&src[off]), n)
+				copyInline(unsafe.Pointer(&dst[off+8]), unsafe.Pointer(&src[off]), n)
 			}
 			want := make([]byte, 300)
 			for i := range want {

@@ -20,12 +20,7 @@ func TestInlineDataMatchesInlineSGE(t *testing.T) {
 		payload[i] = byte(i*5 + 1)
 	}
 	reg := viaSGE.bytesOf(payload)
-	viaSGE.sq.local = func(lkey uint32, addr uint64, n int) []byte {
-		if lkey != 1 || addr < reg || addr+uint64(n) > reg+64 {
-			return nil
-		}
-		return payload[addr-reg : addr-reg+uint64(n)]
-	}
+	viaSGE.sq.local = regLocal(payload)
 	ring := func(r *rig) []byte { return unsafe.Slice((*byte)(r.sq.buf), int(r.sq.wqeCnt)*sendWQEBB) }
 	for i := 0; i < 40; i++ {
 		n := []int{0, 1, 12, 13, 44, 60, 64}[i%7]

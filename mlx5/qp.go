@@ -86,8 +86,8 @@ func (c *Context) NewQP(attr *uverbs.QPInitAttr) (uverbs.QPDriver, error) {
 	q.sq = sendQueue{
 		wq: wq{wrid: make([]uint64, lay.sqWQECnt), wqeHead: make([]uint32, lay.sqWQECnt), wqeCnt: lay.sqWQECnt,
 			maxPost: lay.cap.MaxSendWR, maxGS: int(lay.cap.MaxSendSGE), buf: sqBase, shift: sendWQEBBSh},
-		end: unsafe.Add(sqBase, lay.sqWQECnt*sendWQEBB), qpType: attr.Type, maxInline: int(lay.cap.MaxInlineData),
-		dbrec: dbrec, preferBF: true, ahAV: ahAV,
+		end: unsafe.Add(sqBase, lay.sqWQECnt*sendWQEBB), qpType: attr.Type, maxInline: int(lay.cap.MaxInlineData), stage: make([]byte, lay.cap.MaxInlineData),
+		dbrec: dbrec, preferBF: true, ahAV: ahAV, mrGen: &noMRs,
 	}
 	if attr.SigAll {
 		q.sq.sigBits = ctrlCQUpdate
@@ -152,7 +152,7 @@ func (q *qp) Created(p *uverbs.QP, out []byte) error {
 	}
 	q.sq.qpn = p.QPN()
 	q.res.qpn = p.QPN()
-	q.sq.local = pdLocal(p.PD())
+	q.sq.local, q.sq.mrGen = pdLocal(p.PD()), p.PD().MRGeneration()
 	q.rq.local = q.sq.local
 	return nil
 }

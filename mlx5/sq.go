@@ -49,22 +49,43 @@ type wq struct {
 	curPost uint32        // SQ: WQEBBs posted
 	shift   uint
 	buf     unsafe.Pointer
-	// local returns the registered memory [addr, addr+n) under lkey, or nil
-	// (uverbs.PD.SGEBytes of the QP's PD): inline sends copy from it and
-	// scatter-to-CQE copies into it, so an address that is not registered
-	// memory is an error instead of a fault.
+	// local finds registered memory (uverbs.PD.Registered of the QP's PD):
+	// inline sends copy from it and scatter-to-CQE copies into it, so an
+	// address that is not registered memory is an error instead of a fault.
 	local localFn
 }
 
-// localFn finds registered memory by lkey and virtual address.
-type localFn func(lkey uint32, addr uint64, n int) []byte
+// localFn finds registered memory: the whole region registered under lkey
+// that holds the n bytes at virtual address addr, and base, the address of
+// its first byte; r is nil when there is none.
+type localFn func(lkey uint32, addr uint64, n int) (base uint64, r []byte)
+
+// bytes returns just the n bytes at addr, or nil.
+func (f localFn) bytes(lkey uint32, addr uint64, n int) []byte {
+	base, r := f(lkey, addr, n)
+	off := addr - base // addr < base wraps past len(r)
+	if r == nil || off > uint64(len(r)) || uint64(n) > uint64(len(r))-off {
+		return nil
+	}
+	return r[off : off+uint64(n) : off+uint64(n)]
+}
 
 // pdLocal is the localFn of a PD.
-func pdLocal(pd *uverbs.PD) localFn {
-	return func(lkey uint32, addr uint64, n int) []byte {
-		b, _ := pd.SGEBytes(uverbs.SGE{Addr: addr, Length: uint32(n), LKey: lkey})
-		return b
-	}
+func pdLocal(pd *uverbs.PD) localFn { return pd.Registered }
+
+// noMRs is the MR generation of a send queue before Created gives it its
+// PD's (it never moves).
+var noMRs uverbs.Generation
+
+// region is the registered memory the last inline SGE was found in
+// (localFn): later SGEs under the same lkey inside it need no lookup. post
+// empties it when the PD's MR generation moves, because the MR may have
+// been deregistered and its memory unmapped.
+type region struct {
+	p    unsafe.Pointer
+	base uint64 // virtual address of p
+	n    uint64 // bytes at p; 0: empty
+	lkey uint32
 }
 
 // overflow mirrors rdma-core qp.c: mlx5_wq_overflow. The CQ poll advances
@@ -87,6 +108,16 @@ type sendQueue struct {
 	bf        *bfReg
 	preferBF  bool
 	ahAV      func(*uverbs.AH) (*av, bool)
+	// What post looked up for one WR and keeps for the WRs after it: the
+	// AH for the same post only (it may be destroyed between posts), the
+	// registered memory while the PD's MR generation stays the same.
+	ah      cachedAH // the last UD send's AH
+	inl     region   // the last inline SGE's registered memory
+	mrGen   *uverbs.Generation
+	gen     uint64 // mrGen when inl was last emptied
+	stage   []byte // inline data gathered from several SGEs (max_inline_data bytes)
+	stagedN int    // bytes in stage
+	staged  int    // the WR whose data is in stage; -1: none
 }
 
 func (s *sendQueue) wqe(idx uint32) unsafe.Pointer {
@@ -108,17 +139,25 @@ var mlx5Opcode = [16]uint8{
 // and UD, and post_send_db. It returns how many work requests it posted;
 // on error wr[n] is the one that failed and the ones before it were rung.
 //
-// Per WQE: one opcode-table lookup picks the segments, the control
-// segment is two 8-byte stores, inline data is copied without a call
-// (copySmall), and errors are built only after the loop (postErr), so that
-// the loop holds few values across its one call (the inline-data lookup).
+// The loop that builds WQEs makes no call, so that the compiler keeps its
+// values in registers instead of spilling them around a call (a call on
+// any path of a Go loop costs every iteration loads and stores): per WQE
+// one opcode-table lookup picks the segments, the control segment is two
+// 8-byte stores, inline data is copied word by word (copyInline), and
+// errors are built after the loop. What needs a call (the first lookup of
+// an AH or of the registered memory an inline SGE is in, gathering inline
+// data from several SGEs) breaks out of that loop: post does it (prepare),
+// keeps its result for the WRs after it (s.ah, s.inl, s.stage) and goes
+// back in at the same WR, which then finds what it needs.
 func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 	var (
-		nreq int
-		fail uint8 // why wrs[nreq] failed; the error is built after the loop
-		ctrl unsafe.Pointer
-		size uint32
-		inl  bool
+		nreq   int
+		fail   uint8 // why wrs[nreq] failed; the error is built after the loop
+		need   bool  // wrs[nreq] needs a lookup (prepare) first
+		looked = -1  // the WR the last lookup was for
+		ctrl   unsafe.Pointer
+		size   uint32
+		inl    bool
 	)
 	if s.buf == nil { // destroyed (qp.Destroy, under the same lock)
 		return 0, uverbs.ErrClosed
@@ -129,143 +168,182 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 		}
 		return 0, errSQFull
 	}
-	// Only the counters are locals: around the per-WQE call (the inline
-	// data lookup) every local is spilled, so others would only add spills.
+	s.ah, s.staged = cachedAH{}, -1
+	if g := s.mrGen.Load(); g != s.gen { // an MR came or went: s.inl may be stale
+		s.inl, s.gen = region{}, g
+	}
+	if s.qpType == uverbs.QPTypeUD && len(wrs) > 0 {
+		// Look up the first send's AH before the loop, so that a post of
+		// one does not go round twice. A failure is reported when the loop
+		// gets to it, after the checks that come first.
+		s.prepare(&wrs[0], 0)
+	}
 	curPost, head := s.curPost, s.head
 	// mlx5_wq_overflow: the tail is read again only when the queue looks full.
 	room := int(s.maxPost) - int(head-s.tail.Load())
-	for nreq = 0; nreq < len(wrs); nreq++ {
-		wr := &wrs[nreq]
-		var kind uint8
-		if uint(wr.Opcode) < 16 {
-			kind = opKinds[s.qpType&7][wr.Opcode&15] // NewQP takes RC, UC and UD only
-		}
-		if kind == 0 {
-			fail = failOpcode
-			break
-		}
-		op := mlx5Opcode[wr.Opcode&15]
-		sgl, flags := wr.SGL, wr.Flags
-		if nreq >= room {
-			if room = int(s.maxPost) - int(head-s.tail.Load()); nreq >= room {
-				fail = failFull
+	for {
+	wqes:
+		for ; nreq < len(wrs); nreq++ {
+			wr := &wrs[nreq]
+			var kind uint8
+			if uint(wr.Opcode) < 16 {
+				kind = opKinds[s.qpType&7][wr.Opcode&15] // NewQP takes RC, UC and UD only
+			}
+			if kind == 0 {
+				fail = failOpcode
 				break
 			}
-		}
-		if len(sgl) > s.maxGS {
-			fail = failSGE
-			break
-		}
-		idx := curPost & (s.wqeCnt - 1)
-		ctrl = unsafe.Add(s.buf, uintptr(idx)<<sendWQEBBSh)
-		seg := unsafe.Add(ctrl, ctrlSegSize)
-		var imm uint32
-		if opHasImm[op] {
-			imm = be32(wr.Imm) // send_ieth: imm_data is kept in network order
-		}
-		fm := s.sigBits
-		if flags&uverbs.SendFence != 0 {
-			fm |= ctrlFence
-		}
-		if flags&uverbs.SendSignaled != 0 {
-			fm |= ctrlCQUpdate
-		}
-		if flags&uverbs.SendSolicited != 0 {
-			fm |= ctrlSolicited
-		}
-		// ctrl[8:16): signature 0, reserved, fm_ce_se, imm.
-		*(*uint64)(unsafe.Add(ctrl, 8)) = uint64(fm)<<24 | uint64(imm)<<32
-		size = ctrlSegSize / 16
-		atomic := false
-		switch kind {
-		case kindRaddr:
-			setRaddrSeg(seg, wr.RemoteAddr, wr.RKey)
-			seg = unsafe.Add(seg, raddrSegSize)
-			size += raddrSegSize / 16
-		case kindAtomic:
-			setRaddrSeg(seg, wr.RemoteAddr, wr.RKey)
-			seg = unsafe.Add(seg, raddrSegSize)
-			// set_atomic_seg: swap_add is the addend for fetch-and-add.
-			if wr.Opcode == uverbs.WRAtomicCmpAndSwp {
-				put64(seg, 0, wr.Swap)
-				put64(seg, 8, wr.CompareAdd)
-			} else {
-				put64(seg, 0, wr.CompareAdd)
-				put64(seg, 8, 0)
+			op := mlx5Opcode[wr.Opcode&15]
+			sgl, flags := wr.SGL, wr.Flags
+			if nreq >= room {
+				if room = int(s.maxPost) - int(head-s.tail.Load()); nreq >= room {
+					fail = failFull
+					break
+				}
 			}
-			seg = unsafe.Add(seg, atomicSegSize)
-			size += (raddrSegSize + atomicSegSize) / 16
-			atomic = true
-		case kindUD:
-			a, ok := s.ahAV(wr.AH)
-			if !ok {
-				fail = failAH
+			if len(sgl) > s.maxGS {
+				fail = failSGE
 				break
 			}
-			// set_datagram_seg
-			*(*av)(seg) = *a
-			put32(seg, 8, wr.RemoteQPN|extendedUDAV)
-			put32(seg, 0, wr.RemoteQKey)
-			seg = unsafe.Add(seg, datagramSegSize)
-			size += datagramSegSize / 16
-			if seg == s.end {
-				seg = s.buf
+			idx := curPost & (s.wqeCnt - 1)
+			ctrl = unsafe.Add(s.buf, uintptr(idx)<<sendWQEBBSh)
+			seg := unsafe.Add(ctrl, ctrlSegSize)
+			var imm uint32
+			if opHasImm[op] {
+				imm = be32(wr.Imm) // send_ieth: imm_data is kept in network order
 			}
-		}
-		if fail != 0 {
-			break
-		}
-		if wr.InlineData != nil || flags&uverbs.SendInline != 0 && len(sgl) > 0 {
-			var sz uint32
-			var e syscall.Errno
-			if wr.InlineData == nil && len(sgl) == 1 && sgl[0].Length != 0 && int(sgl[0].Length) <= s.maxInline &&
-				uintptr(seg)+4+uintptr(sgl[0].Length) <= uintptr(s.end) {
-				// The common case: one SGE that fits before the ring's end.
-				sg := &sgl[0]
-				n := int(sg.Length)
-				if src := s.local(sg.LKey, sg.Addr, n); src != nil {
-					copySmall(unsafe.Add(seg, 4), unsafe.Pointer(unsafe.SliceData(src)), n)
+			fm := s.sigBits
+			if flags&uverbs.SendFence != 0 {
+				fm |= ctrlFence
+			}
+			if flags&uverbs.SendSignaled != 0 {
+				fm |= ctrlCQUpdate
+			}
+			if flags&uverbs.SendSolicited != 0 {
+				fm |= ctrlSolicited
+			}
+			// ctrl[8:16): signature 0, reserved, fm_ce_se, imm.
+			*(*uint64)(unsafe.Add(ctrl, 8)) = uint64(fm)<<24 | uint64(imm)<<32
+			size = ctrlSegSize / 16
+			atomic := false
+			switch kind {
+			case kindRaddr:
+				setRaddrSeg(seg, wr.RemoteAddr, wr.RKey)
+				seg = unsafe.Add(seg, raddrSegSize)
+				size += raddrSegSize / 16
+			case kindAtomic:
+				setRaddrSeg(seg, wr.RemoteAddr, wr.RKey)
+				seg = unsafe.Add(seg, raddrSegSize)
+				// set_atomic_seg: swap_add is the addend for fetch-and-add.
+				if wr.Opcode == uverbs.WRAtomicCmpAndSwp {
+					put64(seg, 0, wr.Swap)
+					put64(seg, 8, wr.CompareAdd)
+				} else {
+					put64(seg, 0, wr.CompareAdd)
+					put64(seg, 8, 0)
+				}
+				seg = unsafe.Add(seg, atomicSegSize)
+				size += (raddrSegSize + atomicSegSize) / 16
+				atomic = true
+			case kindUD:
+				a := s.ah.av
+				if wr.AH != s.ah.h || a == nil {
+					need = true
+					break wqes
+				}
+				// set_datagram_seg (the AV in 16-byte words: a 48-byte
+				// array assignment would call memmove)
+				d, v := (*[3][16]byte)(seg), (*[3][16]byte)(unsafe.Pointer(a))
+				d[0], d[1], d[2] = v[0], v[1], v[2]
+				put32(seg, 8, wr.RemoteQPN|extendedUDAV)
+				put32(seg, 0, wr.RemoteQKey)
+				seg = unsafe.Add(seg, datagramSegSize)
+				size += datagramSegSize / 16
+				if seg == s.end {
+					seg = s.buf
+				}
+			}
+			if wr.InlineData != nil || flags&uverbs.SendInline != 0 && len(sgl) > 0 {
+				// set_data_inl_seg: the data wraps at the end of the ring.
+				var src unsafe.Pointer
+				var n int
+				switch {
+				case wr.InlineData != nil: // the bytes themselves (ibv_wr_set_inline_data)
+					src, n = unsafe.Pointer(unsafe.SliceData(wr.InlineData)), len(wr.InlineData)
+				case nreq == s.staged: // gathered from several SGEs (gatherInline)
+					src, n = unsafe.Pointer(unsafe.SliceData(s.stage)), s.stagedN
+				case len(sgl) == 1:
+					sg := &sgl[0]
+					n = int(sg.Length)
+					if n == 0 || n > s.maxInline {
+						break
+					}
+					// Inside the region the post's last SGE was found in?
+					off := sg.Addr - s.inl.base // wraps past s.inl.n if below it
+					if sg.LKey != s.inl.lkey || off > s.inl.n || uint64(n) > s.inl.n-off {
+						need = true
+						break wqes
+					}
+					src = unsafe.Add(s.inl.p, off)
+				default:
+					need = true
+					break wqes
+				}
+				if n > s.maxInline {
+					fail = failInlineLen
+					break
+				}
+				if n > 0 {
+					p := unsafe.Add(seg, 4)
+					if room := int(uintptr(s.end) - uintptr(p)); n > room {
+						copyInline(p, src, room)
+						copyInline(s.buf, unsafe.Add(src, room), n-room)
+					} else {
+						copyInline(p, src, n)
+					}
 					put32(seg, 0, uint32(n)|inlineSegFlag)
-					sz = uint32(n+4+15) / 16
-				} else {
-					e = syscall.EINVAL
+					size += uint32(n+4+15) / 16
 				}
+				inl = true
 			} else {
-				sz, e = s.setInline(wr, seg)
-			}
-			if e == syscall.ENOMEM {
-				fail = failInlineLen
-				break
-			} else if e != 0 {
-				fail = failInlineMem
-				break
-			}
-			inl = true
-			size += sz
-		} else {
-			d := seg
-			for i := range sgl {
-				sg := &sgl[i]
-				if d == s.end {
-					d = s.buf
+				d := seg
+				for i := range sgl {
+					sg := &sgl[i]
+					if d == s.end {
+						d = s.buf
+					}
+					if sg.Length == 0 {
+						continue
+					}
+					if atomic {
+						setDataSeg(d, atomicSize, sg.LKey, sg.Addr)
+					} else {
+						setDataSeg(d, sg.Length, sg.LKey, sg.Addr)
+					}
+					d = unsafe.Add(d, dataSegSize)
+					size += dataSegSize / 16
 				}
-				if sg.Length == 0 {
-					continue
-				}
-				if atomic {
-					setDataSeg(d, atomicSize, sg.LKey, sg.Addr)
-				} else {
-					setDataSeg(d, sg.Length, sg.LKey, sg.Addr)
-				}
-				d = unsafe.Add(d, dataSegSize)
-				size += dataSegSize / 16
 			}
+			// ctrl[0:8): opmod_idx_opcode, qpn_ds (big-endian).
+			*(*uint64)(ctrl) = be64(uint64((curPost&0xffff)<<8|uint32(op))<<32 | uint64(size|s.qpn<<8))
+			s.wrid[idx] = wr.WRID
+			s.wqeHead[idx] = head + uint32(nreq)
+			curPost += (size*16 + sendWQEBB - 1) / sendWQEBB
 		}
-		// ctrl[0:8): opmod_idx_opcode, qpn_ds (big-endian).
-		*(*uint64)(ctrl) = be64(uint64((curPost&0xffff)<<8|uint32(op))<<32 | uint64(size|s.qpn<<8))
-		s.wrid[idx] = wr.WRID
-		s.wqeHead[idx] = head + uint32(nreq)
-		curPost += (size*16 + sendWQEBB - 1) / sendWQEBB
+		if !need || fail != 0 {
+			break
+		}
+		// wrs[nreq] needs a lookup: do it, then build it (and what follows).
+		// A WR that still needs one after its lookup would go round for
+		// ever: a bug, reported instead.
+		if nreq == looked {
+			fail = failLookup
+			break
+		}
+		if fail = s.prepare(&wrs[nreq], nreq); fail != 0 {
+			break
+		}
+		need, looked = false, nreq
 	}
 	s.curPost = curPost
 	racePosted(unsafe.Pointer(s))
@@ -276,6 +354,77 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 	return nreq, nil
 }
 
+// prepare looks up what wrs[i] (wr) needs from outside post's WQE loop
+// and keeps it for the loop: its AH's address vector (s.ah), the registered
+// memory its one inline SGE is in (s.inl), or its inline data gathered from
+// several SGEs (s.stage). It returns why it could not.
+func (s *sendQueue) prepare(wr *uverbs.SendWR, i int) (fail uint8) {
+	if s.qpType == uverbs.QPTypeUD && (wr.AH != s.ah.h || s.ah.av == nil) {
+		a, ok := s.ahAV(wr.AH)
+		if !ok {
+			return failAH
+		}
+		s.ah = cachedAH{h: wr.AH, av: a}
+	}
+	if wr.InlineData != nil || wr.Flags&uverbs.SendInline == 0 {
+		return 0
+	}
+	switch sgl := wr.SGL; {
+	case len(sgl) == 1:
+		if n := int(sgl[0].Length); n > 0 && n <= s.maxInline && !s.findInline(sgl[0].LKey, sgl[0].Addr, n) {
+			return failInlineMem
+		}
+	case len(sgl) > 1:
+		if fail = s.gatherInline(sgl); fail == 0 {
+			s.staged = i
+		}
+	}
+	return fail
+}
+
+// cachedAH is the AH the post's last UD send went to, and its address
+// vector; like region it lives for one post.
+type cachedAH struct {
+	h  *uverbs.AH
+	av *av
+}
+
+// findInline looks up the registered region that holds the n bytes at
+// addr under lkey into s.inl; false (and s.inl empty) when there is none.
+func (s *sendQueue) findInline(lkey uint32, addr uint64, n int) bool {
+	base, r := s.local(lkey, addr, n)
+	off := addr - base // addr < base wraps past len(r)
+	if r == nil || off > uint64(len(r)) || uint64(n) > uint64(len(r))-off {
+		s.inl = region{}
+		return false
+	}
+	s.inl = region{p: unsafe.Pointer(unsafe.SliceData(r)), base: base, n: uint64(len(r)), lkey: lkey}
+	return true
+}
+
+// gatherInline copies the inline data of several SGEs into s.stage, where
+// post then copies it into the WQE from; it fails with failInlineLen past
+// max_inline_data and failInlineMem for an SGE outside registered memory.
+func (s *sendQueue) gatherInline(sgl []uverbs.SGE) uint8 {
+	total := 0
+	for i := range sgl {
+		n := int(sgl[i].Length)
+		if total += n; total > s.maxInline {
+			return failInlineLen
+		}
+		if n == 0 {
+			continue
+		}
+		src := s.local.bytes(sgl[i].LKey, sgl[i].Addr, n)
+		if src == nil {
+			return failInlineMem
+		}
+		copy(s.stage[total-n:total], src)
+	}
+	s.stagedN = total
+	return 0
+}
+
 // Why a work request failed (post keeps error values out of its loop).
 const (
 	failOpcode    = 1 + iota // an opcode the QP type does not take
@@ -284,6 +433,7 @@ const (
 	failAH                   // a UD send without an mlx5 AH
 	failInlineLen            // inline data beyond max_inline_data
 	failInlineMem            // inline data outside registered memory
+	failLookup               // still missing what its lookup found (a bug)
 )
 
 // postErr is the error of a failed post, as libmlx5 reports it (EINVAL,
@@ -305,6 +455,8 @@ func (s *sendQueue) postErr(fail uint8, wr *uverbs.SendWR) error {
 		return postErr("post send", syscall.EINVAL, "a UD send needs an mlx5 AH")
 	case failInlineLen:
 		return postErr("post send", syscall.ENOMEM, "inline data exceeds the QP's max_inline_data %d", s.maxInline)
+	case failLookup:
+		return postErr("post send", syscall.EINVAL, "internal error: the WR still needs the AH or inline data it was given")
 	}
 	return postErr("post send", syscall.EINVAL, "inline data is not inside memory registered in the QP's PD under its lkey")
 }
@@ -342,79 +494,6 @@ func setRaddrSeg(p unsafe.Pointer, addr uint64, rkey uint32) {
 	put64(p, 0, addr)
 	put32(p, 8, rkey)
 	*(*uint32)(unsafe.Add(p, 12)) = 0
-}
-
-// setInline mirrors rdma-core qp.c: set_data_inl_seg (data wraps at the end
-// of the ring).
-func (s *sendQueue) setInline(wr *uverbs.SendWR, seg unsafe.Pointer) (uint32, syscall.Errno) {
-	p := unsafe.Add(seg, 4)
-	if wr.InlineData != nil {
-		// The bytes themselves (uverbs.SendWR.InlineData: the extended
-		// API's ibv_wr_set_inline_data), not an SGE in registered memory.
-		src := wr.InlineData
-		n := len(src)
-		if n > s.maxInline {
-			return 0, syscall.ENOMEM
-		}
-		if n == 0 {
-			return 0, 0
-		}
-		if room := int(uintptr(s.end) - uintptr(p)); n > room {
-			copy(unsafe.Slice((*byte)(p), room), src[:room])
-			src = src[room:]
-			p = s.buf
-		}
-		copy(unsafe.Slice((*byte)(p), len(src)), src)
-		put32(seg, 0, uint32(n)|inlineSegFlag)
-		return uint32(n+4+15) / 16, 0
-	}
-	if len(wr.SGL) == 1 {
-		// The common case: one SGE that fits before the ring's end.
-		n := int(wr.SGL[0].Length)
-		if n > s.maxInline {
-			return 0, syscall.ENOMEM
-		}
-		if n == 0 {
-			return 0, 0
-		}
-		if uintptr(p)+uintptr(n) <= uintptr(s.end) {
-			src := s.local(wr.SGL[0].LKey, wr.SGL[0].Addr, n)
-			if src == nil {
-				return 0, syscall.EINVAL
-			}
-			copy(unsafe.Slice((*byte)(p), n), src)
-			put32(seg, 0, uint32(n)|inlineSegFlag)
-			return uint32(n+4+15) / 16, 0
-		}
-	}
-	total := 0
-	for i := range wr.SGL {
-		n := int(wr.SGL[i].Length)
-		total += n
-		if total > s.maxInline {
-			return 0, syscall.ENOMEM
-		}
-		if n == 0 {
-			continue
-		}
-		src := s.local(wr.SGL[i].LKey, wr.SGL[i].Addr, n)
-		if src == nil {
-			return 0, syscall.EINVAL
-		}
-		if room := int(uintptr(s.end) - uintptr(p)); n > room {
-			copy(unsafe.Slice((*byte)(p), room), src[:room])
-			src = src[room:]
-			n -= room
-			p = s.buf
-		}
-		copy(unsafe.Slice((*byte)(p), n), src)
-		p = unsafe.Add(p, n)
-	}
-	if total == 0 {
-		return 0, 0
-	}
-	put32(seg, 0, uint32(total)|inlineSegFlag)
-	return uint32(total+4+15) / 16, 0
 }
 
 // ring mirrors rdma-core qp.c: post_send_db.
@@ -500,22 +579,26 @@ func (r *recvQueue) post(wrs []uverbs.RecvWR) (int, error) {
 	return nreq, err
 }
 
-// copySmall copies n bytes from src to dst without a call for the sizes
-// inline data has (runtime.memmove costs a call and a size dispatch per
-// WQE): 16-byte words, the last one overlapping the one before, so that
-// nothing outside [0, n) is read or written. Larger copies use memmove.
-func copySmall(dst, src unsafe.Pointer, n int) {
+// copyInline copies n bytes from src to dst without a call (runtime.memmove
+// costs a call and a size dispatch per WQE, and a call in post's loop costs
+// it registers): 16-byte words, the last one overlapping the one before,
+// so that nothing outside [0, n) is read or written; under 16 bytes, two
+// overlapping 8-byte words, or single bytes under 8. Written to stay under
+// the compiler's inlining budget (go build -gcflags=-m=2 says "can inline").
+func copyInline(dst, src unsafe.Pointer, n int) {
 	type w16 = [16]byte
-	switch {
-	case n >= 16 && n <= 128:
-		for i := 0; i < n-16; i += 16 {
-			*(*w16)(unsafe.Add(dst, i)) = *(*w16)(unsafe.Add(src, i))
-		}
+	i := 0
+	for ; i+16 < n; i += 16 {
+		*(*w16)(unsafe.Add(dst, i)) = *(*w16)(unsafe.Add(src, i))
+	}
+	if n >= 16 {
 		*(*w16)(unsafe.Add(dst, n-16)) = *(*w16)(unsafe.Add(src, n-16))
-	case n >= 8 && n < 16:
+	} else if n >= 8 {
 		*(*uint64)(dst) = *(*uint64)(src)
 		*(*uint64)(unsafe.Add(dst, n-8)) = *(*uint64)(unsafe.Add(src, n-8))
-	default:
-		copy(unsafe.Slice((*byte)(dst), n), unsafe.Slice((*byte)(src), n))
+	} else {
+		for ; i < n; i++ {
+			*(*byte)(unsafe.Add(dst, i)) = *(*byte)(unsafe.Add(src, i))
+		}
 	}
 }

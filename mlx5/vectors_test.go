@@ -310,7 +310,7 @@ func newRig(t testing.TB, q vQP, scq, rcq vCQ) *rig {
 		wq: wq{wrid: make([]uint64, lay.sqWQECnt), wqeHead: make([]uint32, lay.sqWQECnt), wqeCnt: lay.sqWQECnt,
 			maxPost: lay.cap.MaxSendWR, maxGS: int(lay.cap.MaxSendSGE), buf: sqBase, shift: sendWQEBBSh},
 		end: unsafe.Add(sqBase, lay.sqWQECnt*sendWQEBB), qpn: uint32(q.QPN), qpType: typ,
-		maxInline: int(lay.cap.MaxInlineData), dbrec: r.qpDB, preferBF: true,
+		maxInline: int(lay.cap.MaxInlineData), stage: make([]byte, lay.cap.MaxInlineData), dbrec: r.qpDB, preferBF: true,
 		bf: &bfReg{reg: unsafe.Pointer(&r.uar[bfOffset+(q.BfregIndex%4)*512]), bufSize: 256, uuarn: uint32(q.BfregIndex)},
 	}
 	if q.Requested.SQSigAll != 0 {
@@ -319,7 +319,7 @@ func newRig(t testing.TB, q vQP, scq, rcq vCQ) *rig {
 	r.sq.ahAV = func(a *uverbs.AH) (*av, bool) { v, ok := r.ahs[a]; return v, ok }
 	r.rq = &recvQueue{wq: wq{wrid: make([]uint64, lay.rqWQECnt), wqeCnt: lay.rqWQECnt, maxPost: lay.cap.MaxRecvWR,
 		maxGS: int(lay.cap.MaxRecvSGE), buf: base, shift: lay.rqShift}, dbrec: r.qpDB}
-	r.sq.local, r.rq.local = testLocal, testLocal
+	r.sq.local, r.rq.local, r.sq.mrGen = testLocal, testLocal, &uverbs.Generation{}
 	res := &resource{qpn: uint32(q.QPN), typ: typ, sq: r.sq, rq: r.rq}
 	// libmlx5 hands user indexes out from 0; the vectors' QPs are the
 	// context's QPs in creation order, so fill the table up to this one.

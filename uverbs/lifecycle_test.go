@@ -346,7 +346,9 @@ func TestSGEBytes(t *testing.T) {
 	mr, err := pd.RegMRIOVA(mem.Bytes(), 0x10000, AccessLocalWrite)
 	require.NoError(t, err)
 	mr.lkey = 7 // the fake kernel answers zeros
+	g := pd.MRGeneration().Load()
 	pd.setMR(mr, true)
+	require.Equal(t, g+1, pd.MRGeneration().Load(), "a registration change moves the generation")
 	mem.Bytes()[100] = 0xab
 	va := sys.Addr(mem.Bytes())
 	b, ok := pd.SGEBytes(SGE{Addr: va + 100, Length: 4, LKey: 7})
@@ -361,9 +363,19 @@ func TestSGEBytes(t *testing.T) {
 	} {
 		_, ok := pd.SGEBytes(bad)
 		require.False(t, ok, "%+v", bad)
+		base, r := pd.Registered(bad.LKey, bad.Addr, int(bad.Length))
+		require.Nil(t, r, "%+v", bad)
+		require.Zero(t, base)
 	}
+	// Registered answers the whole MR, whichever range inside it is asked.
+	base, r := pd.Registered(7, va+4000, 96)
+	require.Equal(t, va, base)
+	require.Len(t, r, 4096)
+	require.Equal(t, byte(0xab), r[100])
 	require.Equal(t, 0.0, testing.AllocsPerRun(100, func() { pd.SGEBytes(SGE{Addr: va, Length: 8, LKey: 7}) }))
+	g = pd.MRGeneration().Load()
 	require.NoError(t, mr.Close())
+	require.NotEqual(t, g, pd.MRGeneration().Load(), "deregistration moves the generation")
 	_, ok = pd.SGEBytes(SGE{Addr: va, Length: 1, LKey: 7})
 	require.False(t, ok, "a closed MR is no longer registered memory")
 }

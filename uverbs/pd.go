@@ -10,14 +10,31 @@ import (
 // PD is a protection domain: MRs, MWs, QPs, SRQs and AHs live in one and
 // can only be used with each other.
 //
-// Concurrency: every method is safe for concurrent use. SGEBytes, called by
-// providers on the datapath, takes no lock.
+// Concurrency: every method is safe for concurrent use. SGEBytes, Registered
+// and MRGeneration, called by providers on the datapath, take no lock.
 type PD struct {
 	object
 	// mrs is the PD's registered memory as providers see it (SGEBytes): a
 	// copy-on-write snapshot replaced under ctx.mu, read without a lock.
 	mrs atomic.Pointer[[]mrRange]
+	// mrGen counts the changes of mrs (MRGeneration).
+	mrGen Generation
 }
+
+// Generation is a counter that moves whenever what it counts changes, so
+// that a reader can tell whether something it derived is still current.
+// Load is safe for concurrent use and costs one memory read.
+type Generation struct{ v atomic.Uint64 }
+
+// Load returns the current generation.
+func (g *Generation) Load() uint64 { return g.v.Load() }
+
+// MRGeneration is the generation of the PD's registered memory: it moves
+// after every registration, deregistration or re-registration in the PD,
+// once Registered answers from the new set. A provider may keep what
+// Registered returned across posts while it reads the same generation
+// before each post.
+func (pd *PD) MRGeneration() *Generation { return &pd.mrGen }
 
 // mrRange is one registered region as seen by SGEBytes.
 type mrRange struct {
@@ -62,26 +79,40 @@ func (pd *PD) Close() error {
 // provider's inline send copies from (the kernel never sees that memory, so
 // nobody else checks it); it allocates nothing and takes no lock.
 func (pd *PD) SGEBytes(sge SGE) (b []byte, ok bool) {
-	p := pd.mrs.Load()
-	if p == nil {
+	base, r := pd.Registered(sge.LKey, sge.Addr, int(sge.Length))
+	if r == nil {
 		return nil, false
 	}
+	off := sge.Addr - base
+	return r[off : off+uint64(sge.Length) : off+uint64(sge.Length)], true
+}
+
+// Registered is SGEBytes for a provider that looks up many SGEs in a row:
+// it returns the whole memory of the MR whose lkey is lkey, if the n bytes
+// at virtual address addr lie inside it, and base, the virtual address of
+// its first byte; r is nil otherwise. A provider may check later SGEs of the
+// same post against r itself instead of calling again; r is the memory as
+// registered when it was looked up, so it must not be kept beyond the post
+// unless MRGeneration has not moved since (a deregistered MR's memory can be
+// unmapped).
+func (pd *PD) Registered(lkey uint32, addr uint64, n int) (base uint64, r []byte) {
+	p := pd.mrs.Load()
+	if p == nil || n < 0 {
+		return 0, nil
+	}
 	for i := range *p {
-		r := &(*p)[i]
-		if r.lkey != sge.LKey {
+		m := &(*p)[i]
+		if m.lkey != lkey {
 			continue
 		}
-		base := sys.Addr(r.buf)
-		if sge.Addr < base {
-			return nil, false
+		base = sys.Addr(m.buf)
+		off := addr - base
+		if addr < base || off > uint64(len(m.buf)) || uint64(n) > uint64(len(m.buf))-off {
+			return 0, nil
 		}
-		off := sge.Addr - base
-		if off > uint64(len(r.buf)) || uint64(sge.Length) > uint64(len(r.buf))-off {
-			return nil, false
-		}
-		return r.buf[off : off+uint64(sge.Length) : off+uint64(sge.Length)], true
+		return base, m.buf
 	}
-	return nil, false
+	return 0, nil
 }
 
 // setMR publishes mr's current keys and range (nil buf: mr leaves the
@@ -99,4 +130,5 @@ func (pd *PD) setMR(mr *MR, keep bool) {
 		next = append(next, mrRange{mr: mr, lkey: mr.lkey, buf: mr.buf})
 	}
 	pd.mrs.Store(&next)
+	pd.mrGen.v.Add(1)
 }

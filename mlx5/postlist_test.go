@@ -1,0 +1,130 @@
+package mlx5
+
+import (
+	"syscall"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/uverbs"
+)
+
+// A list builds the same WQEs, byte for byte, as its WRs posted one at a
+// time: post's WQE loop leaves for what needs a lookup (another AH, inline
+// data in another MR or in several SGEs) and comes back in at the same WR,
+// and none of that may show in the ring. The lists mix all of it, and the
+// ring wraps several times.
+func TestPostListMatchesSingles(t *testing.T) {
+	for _, typ := range []uverbs.QPType{uverbs.QPTypeRC, uverbs.QPTypeUD} {
+		t.Run(typ.String(), func(t *testing.T) {
+			q := vQP{Type: num(typ), QPN: 0x1a0, BfregIndex: 24,
+				Requested: vCap{MaxSendWR: 16, MaxRecvWR: 4, MaxSendSGE: 2, MaxRecvSGE: 1, MaxInlineData: 64}}
+			list, single := newRig(t, q, vCQ{CQN: 0x400, CQECnt: 64}, vCQ{CQN: 0x401, CQECnt: 64}),
+				newRig(t, q, vCQ{CQN: 0x400, CQECnt: 64}, vCQ{CQN: 0x401, CQECnt: 64})
+			m1, m2 := make([]byte, 512), make([]byte, 512)
+			for i := range m1 {
+				m1[i], m2[i] = byte(i*3+1), byte(i*7+2)
+			}
+			ah1, ah2 := new(uverbs.AH), new(uverbs.AH)
+			for _, r := range []*rig{list, single} {
+				r.sq.local = regLocal(m1, m2)
+				var a1, a2 av
+				a1[0], a2[0] = 1, 2
+				a1[47], a2[47] = 0x11, 0x22
+				r.ahs[ah1], r.ahs[ah2] = &a1, &a2
+			}
+			sge := func(m []byte, lkey uint32, off, n int) uverbs.SGE {
+				return uverbs.SGE{Addr: memAddr(m[off:]), Length: uint32(n), LKey: lkey}
+			}
+			ring := func(r *rig) []byte { return unsafe.Slice((*byte)(r.sq.buf), int(r.sq.wqeCnt)*sendWQEBB) }
+			for round := 0; round < 60; round++ {
+				k := round * 5 % 120 // moves the sizes, so the ring wraps inside different WQEs
+				inl := uverbs.SendInline | uverbs.SendSignaled
+				wrs := []uverbs.SendWR{
+					{Opcode: uverbs.WRSend, Flags: inl, SGL: []uverbs.SGE{sge(m1, 1, k, 13+k%40)}},
+					{Opcode: uverbs.WRSend, Flags: inl, SGL: []uverbs.SGE{sge(m2, 2, 2*k, 44)}},
+					{Opcode: uverbs.WRSend, Flags: inl, SGL: []uverbs.SGE{sge(m1, 1, k+64, 64)}},
+					{Opcode: uverbs.WRSendWithImm, Imm: uint32(round), Flags: inl, SGL: []uverbs.SGE{sge(m1, 1, 3, 5), sge(m2, 2, k, 20)}},
+					{Opcode: uverbs.WRSendWithImm, Imm: 7, InlineData: m2[k : k+1+k%30]},
+					{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{sge(m1, 1, 0, 100), sge(m2, 2, 8, 30)}},
+					{Opcode: uverbs.WRSend, Flags: inl, SGL: []uverbs.SGE{sge(m2, 2, 200-k, 3)}},
+				}
+				if typ == uverbs.QPTypeRC {
+					wrs[1].Opcode, wrs[1].RemoteAddr, wrs[1].RKey = uverbs.WRRDMAWrite, 0x1000+uint64(k), 9
+				}
+				for i := range wrs {
+					wrs[i].WRID = uint64(round*100 + i)
+					if typ == uverbs.QPTypeUD {
+						wrs[i].AH, wrs[i].RemoteQPN, wrs[i].RemoteQKey = ah1, 0x77, 0x1111
+						if i%3 == 1 {
+							wrs[i].AH = ah2
+						}
+					}
+				}
+				n, err := list.sq.post(wrs)
+				require.NoError(t, err)
+				require.Equal(t, len(wrs), n)
+				for i := range wrs {
+					n, err := single.sq.post(wrs[i : i+1])
+					require.NoError(t, err)
+					require.Equal(t, 1, n)
+				}
+				require.Equal(t, single.sq.curPost, list.sq.curPost, "round %d: WQEBBs", round)
+				require.Equal(t, ring(single), ring(list), "round %d: the ring", round)
+				require.Equal(t, single.sq.wrid, list.sq.wrid, "round %d: wr_ids", round)
+				for _, r := range []*rig{list, single} {
+					r.sq.tail.Store(r.sq.head)
+				}
+			}
+			require.Greater(t, list.sq.curPost, 3*list.sq.wqeCnt, "the ring wrapped")
+
+			// A failing WR in the middle of a list, after a lookup: the WRs
+			// before it are posted, it and those after are not.
+			head := list.sq.head
+			bad := []uverbs.SendWR{
+				{Opcode: uverbs.WRSend, SGL: []uverbs.SGE{sge(m1, 1, 0, 8)}},
+				{Opcode: uverbs.WRSend, Flags: uverbs.SendInline, SGL: []uverbs.SGE{sge(m2, 2, 0, 8), sge(m2, 1, 0, 8)}},
+				{Opcode: uverbs.WRSend, SGL: []uverbs.SGE{sge(m1, 1, 0, 8)}},
+			}
+			if typ == uverbs.QPTypeUD {
+				for i := range bad {
+					bad[i].AH = ah2
+				}
+			}
+			n, err := list.sq.post(bad)
+			require.ErrorIs(t, err, syscall.EINVAL, "the second SGE is not in the MR its lkey names")
+			require.Equal(t, 1, n)
+			require.Equal(t, head+1, list.sq.head)
+		})
+	}
+}
+
+// post keeps the registered memory an inline SGE was found in for later
+// posts only while the PD's MR generation holds: once the MR is
+// deregistered, an inline send from the same (still mapped) memory is
+// refused instead of copied from memory that is no longer registered.
+func TestFakeKernelInlineAfterDereg(t *testing.T) {
+	overBoth(t, func(t *testing.T, ioctl bool) {
+		p := newFKPair(t, ioctl, 8, 8, 16, false)
+		copy(p.memA, "abcdefgh")
+		wr := uverbs.SendWR{WRID: 1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled | uverbs.SendInline,
+			RemoteAddr: memAddr(p.memB), RKey: p.mrB.RKey(), SGL: []uverbs.SGE{p.sgeA(0, 8)}}
+		p.send(t, wr)
+		pollN(t, p.cqA, 1)
+		require.Equal(t, "abcdefgh", string(p.memB[:8]))
+		require.NoError(t, p.mrA.Close())
+		n, err := p.a.PostSend([]uverbs.SendWR{wr})
+		require.ErrorIs(t, err, syscall.EINVAL, "inline data from a deregistered MR")
+		require.Zero(t, n)
+		// Registered again (a new lkey), the same memory is accepted.
+		mr, err := p.pd.RegMR(p.memA, uverbs.AccessLocalWrite)
+		require.NoError(t, err)
+		defer mr.Close()
+		copy(p.memA, "ijklmnop")
+		wr.SGL[0].LKey = mr.LKey()
+		p.send(t, wr)
+		pollN(t, p.cqA, 1)
+		require.Equal(t, "ijklmnop", string(p.memB[:8]))
+	})
+}
