@@ -319,25 +319,20 @@ func (id *ID) CreateQP(pd *uverbs.PD, attr QPInitAttr) (*uverbs.QP, error) {
 	if id.QP() != nil {
 		return nil, &Error{Op: "create qp", Err: fmt.Errorf("%v already has a QP", id)}
 	}
-	// The forms of timestamped CQ to try, best first, then none: the
-	// kernel refuses a QP on a CQ whose format the device lacks (mlx5_ib
-	// get_ts_format, EOPNOTSUPP), so each refusal tries the next.
-	var forms []stampForm
+	// The forms of the id's own CQ to try: timestamped ones best first,
+	// then none (the kernel refuses a QP on a CQ whose format the device
+	// lacks, so each refusal tries the next).
+	var forms []uverbs.CQInitAttr
 	if attr.Timestamps && (attr.SendCQ == nil || attr.RecvCQ == nil) {
-		if _, err := pd.Context().WallClockCompletionClock(); err == nil {
-			forms = append(forms, stampWallClock)
-		}
-		if hasCompletionClock(pd.Context()) {
-			forms = append(forms, stampFreeRunning)
-		}
+		forms = uverbs.TimestampedCQAttrs(pd.Context(), uverbs.CQInitAttr{})
 	}
-	forms = append(forms, stampNone)
+	forms = append(forms, uverbs.CQInitAttr{})
 	var qp *uverbs.QP
 	var own *uverbs.CQ
 	var cc *uverbs.CompChannel
-	for _, f := range forms {
+	for i, f := range forms {
 		qp, own, cc, err = id.newQP(pd, attr, f)
-		if err == nil || f == stampNone || !errors.Is(err, uverbs.ErrNotSupported) {
+		if err == nil || i == len(forms)-1 || !errors.Is(err, uverbs.ErrNotSupported) {
 			break
 		}
 	}
@@ -350,33 +345,17 @@ func (id *ID) CreateQP(pd *uverbs.PD, attr QPInitAttr) (*uverbs.QP, error) {
 	return qp, nil
 }
 
-// hasCompletionClock: the device stamps completions and its provider
-// converts the stamps (a QUERY_DEVICE; control path only).
-func hasCompletionClock(c *uverbs.Context) bool {
-	_, err := c.CompletionClock()
-	return err == nil
-}
-
-// newQP is CreateQP's work: the id's own CQ (with completion timestamps
-// when stamps) when the caller gave none, the QP, and the moves to INIT
+// newQP is CreateQP's work: the id's own CQ (with stamps' completion
+// timestamps) when the caller gave none, the QP, and the moves to INIT
 // (UD: to RTS). On error nothing it made is left.
-// stampForm is the completion timestamps newQP asks of the id's own CQ.
-type stampForm int
-
-const (
-	stampNone        stampForm = iota
-	stampFreeRunning           // uverbs.CQInitAttr.Timestamps
-	stampWallClock             // uverbs.CQInitAttr.WallClock
-)
-
-func (id *ID) newQP(pd *uverbs.PD, attr QPInitAttr, stamps stampForm) (_ *uverbs.QP, own *uverbs.CQ, cc *uverbs.CompChannel, err error) {
+func (id *ID) newQP(pd *uverbs.PD, attr QPInitAttr, stamps uverbs.CQInitAttr) (_ *uverbs.QP, own *uverbs.CQ, cc *uverbs.CompChannel, err error) {
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
 		n := int(attr.Cap.MaxSendWR + attr.Cap.MaxRecvWR)
 		if cc, err = pd.Context().CreateCompChannel(); err != nil {
 			return nil, nil, nil, &Error{Op: "create qp: its completion channel", Err: err}
 		}
-		own, err = pd.Context().CreateCQ(uverbs.CQInitAttr{CQE: max(n, 1), Channel: cc,
-			Timestamps: stamps == stampFreeRunning, WallClock: stamps == stampWallClock})
+		stamps.CQE, stamps.Channel = max(n, 1), cc
+		own, err = pd.Context().CreateCQ(stamps)
 		if err != nil {
 			cc.Close()
 			return nil, nil, nil, &Error{Op: "create qp: its CQ", Err: err}

@@ -245,24 +245,39 @@ func (e *UDEndpoint) dial(ctx context.Context, dst Addr, opts *UDOptions) (*UDPe
 // UDPeer, its AH on the QP's PD. Lower-level than DialUD: use it on an
 // endpoint whose id was resolved through ID.
 func (e *UDEndpoint) Resolve(ctx context.Context, privateData []byte) (*UDPeer, error) {
-	if len(privateData) > 180 {
-		return nil, &Error{Op: "SIDR request", Err: fmt.Errorf("%d bytes of private data, a SIDR REQ carries at most 180", len(privateData))}
-	}
-	if err := e.id.Connect(&ConnParam{PrivateData: privateData}); err != nil {
-		return nil, err
-	}
-	ev, err := e.id.WaitEvent(ctx, EventEstablished)
+	p, err := e.id.SIDR(ctx, privateData)
 	if err != nil {
 		return nil, err
-	}
-	if !ev.UD {
-		return nil, &Error{Op: "SIDR request", Err: errors.New("the answer is not a UD event")}
 	}
 	pd := e.PD()
 	if pd == nil {
 		return nil, &Error{Op: "SIDR request", Kind: ErrClosed, Err: errors.New("the endpoint has no QP")}
 	}
-	return NewUDPeer(pd, ev.UDP)
+	return NewUDPeer(pd, p)
+}
+
+// SIDR sends a SIDR request (rdma_connect on a UD id) with privateData
+// (at most 180 bytes) from the id, whose route is resolved, and waits for
+// the answer: the remote QPN, Q_Key and address (UDParam). The id needs no
+// QP of its own, so it can look up a peer for a QP it does not own.
+func (id *ID) SIDR(ctx context.Context, privateData []byte) (UDParam, error) {
+	if len(privateData) > 180 {
+		return UDParam{}, &Error{Op: "SIDR request", Err: fmt.Errorf("%d bytes of private data, a SIDR REQ carries at most 180", len(privateData))}
+	}
+	if !id.ud {
+		return UDParam{}, &Error{Op: "SIDR request", Err: fmt.Errorf("%v is not a UD id", id)}
+	}
+	if err := id.Connect(&ConnParam{PrivateData: privateData}); err != nil {
+		return UDParam{}, err
+	}
+	ev, err := id.WaitEvent(ctx, EventEstablished)
+	if err != nil {
+		return UDParam{}, err
+	}
+	if !ev.UD {
+		return UDParam{}, &Error{Op: "SIDR request", Err: errors.New("the answer is not a UD event")}
+	}
+	return ev.UDP, nil
 }
 
 // ID is the endpoint's rdma_cm id (for its events and queries).

@@ -28,6 +28,8 @@ func TestUDArgumentChecks(t *testing.T) {
 	require.ErrorContains(t, err, "not an IP address")
 	_, err = e.Resolve(ctx, make([]byte, 181))
 	require.ErrorContains(t, err, "at most 180")
+	_, err = (&ID{}).SIDR(ctx, nil)
+	require.ErrorContains(t, err, "not a UD id", "SIDR from an RC id")
 
 	r := &SIDRRequest{}
 	require.ErrorContains(t, r.AcceptQPN(1, make([]byte, 137)), "at most 136")

@@ -176,6 +176,38 @@ func (c *Context) WallClockCompletionClock() (CompletionClock, error) {
 	return clk, nil
 }
 
+// CompletionClocks is what TimestampedCQAttrs asks of a device; Context
+// has both methods.
+type CompletionClocks interface {
+	WallClockCompletionClock() (CompletionClock, error)
+	CompletionClock() (CompletionClock, error)
+}
+
+// TimestampedCQAttrs are the forms of attr with completion timestamps that
+// the device behind c offers, best first: wall-clock stamps the device
+// writes itself (CQInitAttr.WallClock: no conversion, no clock page to
+// read), then free-running ones with a clock to convert them
+// (CQInitAttr.Timestamps). The other fields are attr's. It is empty where
+// the device stamps nothing it can convert (rxe). A caller tries the forms
+// in turn and attr without timestamps last: the kernel may still refuse
+// one, or a QP on a CQ of that form (mlx5_ib takes a QP's timestamp format
+// from its CQs: qp.c get_ts_format, EOPNOTSUPP). It issues no command
+// beyond the clocks' (a QUERY_DEVICE at most).
+func TimestampedCQAttrs(c CompletionClocks, attr CQInitAttr) []CQInitAttr {
+	var out []CQInitAttr
+	if _, err := c.WallClockCompletionClock(); err == nil {
+		a := attr
+		a.WallClock, a.Timestamps = true, false
+		out = append(out, a)
+	}
+	if _, err := c.CompletionClock(); err == nil {
+		a := attr
+		a.WallClock, a.Timestamps = false, true
+		out = append(out, a)
+	}
+	return out
+}
+
 func (c *Context) wallClock() (CompletionClock, error) {
 	if err := c.check(); err != nil {
 		return nil, err

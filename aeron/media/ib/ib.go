@@ -397,7 +397,7 @@ func (t *transport) setup(p driver.TransportParams, aff driver.Affinity, window,
 	t.slot = uverbs.GRHLen + t.payload
 	t.sendBase = t.ring * t.slot
 	t.sendFree, t.sendHead, t.sendTail = sendSlots, 0, 0
-	t.stamp = newStamper(t.m, p.MediaTimestamps, t.vctx, t.cq)
+	t.stamp = newStamper(t.m, p.MediaTimestamps, t.cq)
 	t.inline = int(t.qp.Cap().MaxInlineData)
 	t.pending = make([]uverbs.WC, 0, t.ring)
 	if t.mem, err = uverbs.AllocMemory((t.ring+sendSlots)*t.slot, uverbs.MemoryOptions{}); err != nil {

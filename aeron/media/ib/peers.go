@@ -112,17 +112,11 @@ func resolvePeer(ctx context.Context, src cm.Addr, dest netip.AddrPort, devIndex
 	} else if info.DeviceIndex != devIndex {
 		return fail(fmt.Errorf("it is reached through device index %d, the transport's endpoint is on %d", info.DeviceIndex, devIndex))
 	}
-	if err := id.Connect(&cm.ConnParam{}); err != nil {
-		return fail(err)
-	}
-	ev, err := id.WaitEvent(ctx, cm.EventEstablished)
+	p, err := id.SIDR(ctx, nil)
 	if err != nil {
 		return fail(err)
 	}
-	if !ev.UD {
-		return fail(errors.New("the answer is not a UD event"))
-	}
-	return ev.UDP, nil
+	return p, nil
 }
 
 // collectPeers takes the answers that arrived: a peer for the current

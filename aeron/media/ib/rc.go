@@ -335,7 +335,7 @@ func (t *rcTransport) makeShared(vctx *uverbs.Context) error {
 	if t.cq, err = stampedCQ(vctx, t.pd, uverbs.CQInitAttr{CQE: cqe}, t.mediaTS); err != nil {
 		return fmt.Errorf("ib: rc shared CQ: %w", err)
 	}
-	t.ts = newStamper(t.m, t.mediaTS, vctx, t.cq)
+	t.ts = newStamper(t.m, t.mediaTS, t.cq)
 	t.vctx = vctx
 	t.cqEvent.Store(false)
 	t.m.watchCQ(vctx, t.cq, &t.cqEvent)
@@ -601,7 +601,7 @@ func (t *rcTransport) dial(ctx context.Context) (*rcConn, error) {
 		return nil, fmt.Errorf("ib: rc connect to %s: %w", t.connect, err)
 	}
 	c.conn = cn
-	c.ts = newStamper(t.m, t.mediaTS, vctx, c.cq) // before the agent polls c.cq
+	c.ts = newStamper(t.m, t.mediaTS, c.cq) // before the agent polls c.cq
 	t.m.watchCQ(vctx, c.cq, &c.cqEvent)
 	m, cq := t.m, c.cq
 	c.unwatch = func() { m.unwatchCQ(vctx, cq) }

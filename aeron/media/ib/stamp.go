@@ -63,11 +63,11 @@ type stamper struct {
 	skew  int64
 }
 
-// newStamper is the stamper for frames completing on cq (of vctx); want
+// newStamper is the stamper for frames completing on cq; want
 // is the channel's media-rcv-ts-offset. The CQ's completion clock converts
 // its stamps, whichever format it has (uverbs.CQ.CompletionClock). It
 // counts the choice in Media.MediaClock.
-func newStamper(m *Media, want bool, _ *uverbs.Context, cq *uverbs.CQ) stamper {
+func newStamper(m *Media, want bool, cq *uverbs.CQ) stamper {
 	s := stamper{on: want, m: m, now: softwareNow, skew: int64(MaxMediaClockSkew)}
 	if !want {
 		return s
@@ -132,30 +132,11 @@ func stampedCQ(vctx *uverbs.Context, pd *uverbs.PD, attr uverbs.CQInitAttr, want
 	return vctx.CreateCQ(attr)
 }
 
-// completionClocks is what stampedAttrs asks of a context (uverbs.Context).
-type completionClocks interface {
-	WallClockCompletionClock() (uverbs.CompletionClock, error)
-	CompletionClock() (uverbs.CompletionClock, error)
-}
-
 // stampedAttrs are the timestamped forms of attr the device offers, best
-// first: wall-clock stamps the device writes itself (no conversion, no
-// clock page to read), then free-running ones with a clock to convert
-// them. None when !want.
-func stampedAttrs(c completionClocks, attr uverbs.CQInitAttr, want bool) []uverbs.CQInitAttr {
+// first (uverbs.TimestampedCQAttrs); none when !want.
+func stampedAttrs(c uverbs.CompletionClocks, attr uverbs.CQInitAttr, want bool) []uverbs.CQInitAttr {
 	if !want {
 		return nil
 	}
-	var out []uverbs.CQInitAttr
-	if _, err := c.WallClockCompletionClock(); err == nil {
-		a := attr
-		a.WallClock, a.Timestamps = true, false
-		out = append(out, a)
-	}
-	if _, err := c.CompletionClock(); err == nil {
-		a := attr
-		a.WallClock, a.Timestamps = false, true
-		out = append(out, a)
-	}
-	return out
+	return uverbs.TimestampedCQAttrs(c, attr)
 }

@@ -26,10 +26,10 @@ func (c *fakeClock) WallNS(raw uint64) (int64, bool) {
 
 func TestStamperSoftwareAndOff(t *testing.T) {
 	m := New()
-	off := newStamper(m, false, nil, nil)
+	off := newStamper(m, false, nil)
 	require.Zero(t, off.stamp(123), "no media-rcv-ts-offset: no timestamp")
 
-	sw := newStamper(m, true, nil, nil) // no CQ with timestamps: software time
+	sw := newStamper(m, true, nil) // no CQ with timestamps: software time
 	require.Nil(t, sw.clock)
 	require.EqualValues(t, 1, m.MediaClock.Software.Load())
 	before := time.Now().UnixNano()
