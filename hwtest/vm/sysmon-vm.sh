@@ -8,9 +8,16 @@
 # on vCPU 0 and every client on vCPU 1 (taskset, all threads), which removes
 # the two-mode spread of unpinned runs (both spinners on one vCPU or not).
 # Prints each round and the medians; per-round ratios are in the rounds.
+# TEST (send_bw by default) picks another perftest test: a *_bw test's
+# number is the client's BW average in MB/s, a *_lat test's its typical
+# latency in usec (t_typical; lower is better).
 set -e
 ROUNDS=${ROUNDS:-30}
-ARGS=${SYSMON_ARGS:--c UD -s 1024 -n 5000}
+TEST=${TEST:-send_bw}
+case $TEST in
+*_lat) ARGS=${SYSMON_ARGS:--s 2 -n 20000} col=5 unit=usec ;;
+*) ARGS=${SYSMON_ARGS:--c UD -s 1024 -n 5000} col=4 unit=MB/s ;;
+esac
 [ -r /out/waker.so ] || { echo "no /out/waker.so (make sysmon-vm builds it)"; exit 1; }
 cp /out/waker.so /tmp/waker.so
 cp "$(command -v ibgo)" /tmp/ibgo
@@ -31,14 +38,14 @@ waitport() {
 	done
 }
 
-# one IMPL: one send_bw pair, prints the client's MB/s (column 4)
+# one IMPL: one $TEST pair, prints the client's number (column $col)
 one() {
 	port=$((port + 1))
 	pre=""
 	case $1 in
-	c) bin=ib_send_bw ;;
-	cw) bin=ib_send_bw pre=LD_PRELOAD=/tmp/waker.so ;;
-	go) bin="/tmp/ibgo perf send_bw" ;;
+	c) bin=ib_$TEST ;;
+	cw) bin=ib_$TEST pre=LD_PRELOAD=/tmp/waker.so ;;
+	go) bin="/tmp/ibgo perf $TEST" ;;
 	esac
 	# shellcheck disable=SC2086
 	$TS0 env $pre $bin -d rxe0 -x "$gidx" -p $port $ARGS > /tmp/s.srv 2>&1 &
@@ -50,12 +57,12 @@ one() {
 	# shellcheck disable=SC2086
 	$TS1 env $pre $bin -d rxe0 -x "$gidx" -p $port $ARGS "$ip" > /tmp/s.cli 2>&1 || cat /tmp/s.cli >&2
 	wait $srv || cat /tmp/s.srv >&2
-	awk '/^ #bytes/ {r = 1; next} r && NF > 3 {print $4; exit}' /tmp/s.cli
+	awk -v col=$col '/^ #bytes/ {r = 1; next} r && NF > 3 {print $col; exit}' /tmp/s.cli
 }
 
 median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
-echo "send_bw $ARGS, $ROUNDS rounds, pinned: ${PIN:-1}"
+echo "$TEST $ARGS, $ROUNDS rounds, pinned: ${PIN:-1}"
 cs="" ws="" gs=""
 r=0
 while [ $r -lt "$ROUNDS" ]; do
@@ -66,4 +73,4 @@ while [ $r -lt "$ROUNDS" ]; do
 	r=$((r + 1))
 done
 cm=$(echo "$cs" | median) wm=$(echo "$ws" | median) gm=$(echo "$gs" | median)
-awk -v c="$cm" -v w="$wm" -v g="$gm" 'BEGIN {printf "medians MB/s: c %s, cw %s, go %s; cw/c %.3f, go/c %.3f\n", c, w, g, w / c, g / c}'
+awk -v u="$unit" -v c="$cm" -v w="$wm" -v g="$gm" 'BEGIN {printf "medians %s: c %s, cw %s, go %s; cw/c %.3f, go/c %.3f\n", u, c, w, g, w / c, g / c}'
