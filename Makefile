@@ -8,7 +8,7 @@ VM       = $(GO) run ./hwtest/vm
 
 export CGO_ENABLED = 0
 
-.PHONY: hwtest-bin all build test test-unit test-race boundary archdoc test-vm test-vm-one demo bench-vm count-vm sysmon-vm lint cross fuzz image clean
+.PHONY: hwtest-bin all build test test-unit test-race boundary archdoc test-vm test-vm-one demo bench-vm count-vm kcount-vm sysmon-vm lint cross fuzz image clean
 
 all: build
 
@@ -69,6 +69,12 @@ bench-vm:
 ## and softirqs (COUNT_TEST=send_bw COUNT_ARGS='-c UD -s 1024 -n 20000' COUNT_IMPLS='c go c go')
 count-vm:
 	$(VM) run -kernel $(KERNEL) $(if $(COUNT_TEST),-env 'COUNT_TEST=$(COUNT_TEST)') $(if $(COUNT_ARGS),-env 'COUNT_ARGS=$(COUNT_ARGS)') $(if $(COUNT_IMPLS),-env 'COUNT_IMPLS=$(COUNT_IMPLS)') -script hwtest/vm/count-vm.sh
+
+## kcount-vm: count the calls of every rdma_rxe function (kprobes) while Debian's perftest pair and then ibgo's
+## run one test in the VM: does ibgo ask the kernel for other work? (issue 16; KCOUNT_TEST=send_bw
+## KCOUNT_ARGS='-c UD -s 1024 -n 20000')
+kcount-vm:
+	$(VM) run -kernel $(KERNEL) $(if $(KCOUNT_TEST),-env 'KCOUNT_TEST=$(KCOUNT_TEST)') $(if $(KCOUNT_ARGS),-env 'KCOUNT_ARGS=$(KCOUNT_ARGS)') -script hwtest/vm/kcount-vm.sh
 
 ## sysmon-vm: Debian's send_bw UD pair with and without a 10 ms waker thread preloaded (the rate of the Go
 ## runtime's sysmon), beside ibgo's pair, pinned, interleaved (issue 16; needs gcc on the host for the waker;
