@@ -21,6 +21,9 @@ esac
 [ -r /out/waker.so ] || { echo "no /out/waker.so (make sysmon-vm builds it)"; exit 1; }
 cp /out/waker.so /tmp/waker.so
 cp "$(command -v ibgo)" /tmp/ibgo
+# An earlier build at /out/ibgo-before also runs in every round (go0), for
+# an A/B of two ibgo builds under the same conditions.
+[ ! -x /out/ibgo-before ] || cp /out/ibgo-before /tmp/ibgo-before
 ip=${IBGO_VM_IP:?the guest init exports IBGO_VM_IP}
 gidx=$(ibgo devinfo -v | sed -n "s/.*GID\[ *\([0-9]*\)\]:.*::ffff:$ip, RoCE v2.*/\1/p" | head -n 1)
 [ -n "$gidx" ] || { echo "no RoCE v2 GID for $ip on rxe0"; exit 1; }
@@ -46,6 +49,7 @@ one() {
 	c) bin=ib_$TEST ;;
 	cw) bin=ib_$TEST pre=LD_PRELOAD=/tmp/waker.so ;;
 	go) bin="/tmp/ibgo perf $TEST" ;;
+	go0) bin="/tmp/ibgo-before perf $TEST" ;;
 	esac
 	# shellcheck disable=SC2086
 	$TS0 env $pre $bin -d rxe0 -x "$gidx" -p $port $ARGS > /tmp/s.srv 2>&1 &
@@ -63,14 +67,23 @@ one() {
 median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
 echo "$TEST $ARGS, $ROUNDS rounds, pinned: ${PIN:-1}"
-cs="" ws="" gs=""
+cs="" ws="" gs="" os=""
 r=0
 while [ $r -lt "$ROUNDS" ]; do
 	if [ $((r % 2)) -eq 0 ]; then c=$(one c); w=$(one cw); else w=$(one cw); c=$(one c); fi
-	g=$(one go)
-	echo "ROUND $r c=$c cw=$w go=$g"
-	cs="$cs $c" ws="$ws $w" gs="$gs $g"
+	o=""
+	if [ -x /tmp/ibgo-before ]; then
+		if [ $((r % 2)) -eq 0 ]; then g=$(one go); o=" go0=$(one go0)"; else o=" go0=$(one go0)"; g=$(one go); fi
+	else
+		g=$(one go)
+	fi
+	echo "ROUND $r c=$c cw=$w go=$g$o"
+	cs="$cs $c" ws="$ws $w" gs="$gs $g" os="$os ${o#*=}"
 	r=$((r + 1))
 done
 cm=$(echo "$cs" | median) wm=$(echo "$ws" | median) gm=$(echo "$gs" | median)
 awk -v u="$unit" -v c="$cm" -v w="$wm" -v g="$gm" 'BEGIN {printf "medians %s: c %s, cw %s, go %s; cw/c %.3f, go/c %.3f\n", u, c, w, g, w / c, g / c}'
+if [ -x /tmp/ibgo-before ]; then
+	om=$(echo "$os" | median)
+	awk -v o="$om" -v g="$gm" 'BEGIN {printf "go0 (the earlier build) %s; go/go0 %.3f\n", o, g / o}'
+fi
