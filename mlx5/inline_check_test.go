@@ -61,7 +61,7 @@ func TestScatterToUnregisteredMemoryIsLocProt(t *testing.T) {
 
 // copyInline copies exactly [0, n) for every size inline data can have,
 // from and to unaligned addresses, touching nothing around it.
-func TestCopySmall(t *testing.T) {
+func TestCopyInline(t *testing.T) {
 	src := make([]byte, 300)
 	for i := range src {
 		src[i] = byte(i*7 + 1)
