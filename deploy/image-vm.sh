@@ -4,6 +4,7 @@
 # Its ib_write_bw (a link to its ibgo) must interoperate with Debian's C
 # perftest in both roles. Exits non-zero on any disagreement.
 set -e
+. /ibgo/lib.sh
 say() { printf '\n==== %s\n' "$*"; }
 
 # Run from /tmp: exec over 9p is slow under TCG.
@@ -20,17 +21,9 @@ $bin/ibgo version
 $bin/ibgo devices --netdev dummy0
 
 ip=${IBGO_VM_IP:?the guest init exports IBGO_VM_IP}
-gidx=$($bin/ibgo devinfo -v | sed -n "s/.*GID\[ *\([0-9]*\)\]:.*::ffff:$ip, RoCE v2.*/\1/p" | head -n 1)
+gidx=$(rocev2_gid "$ip" "$bin/ibgo")
 [ -n "$gidx" ] || { echo "no RoCE v2 GID for $ip on rxe0"; exit 1; }
 common="-x $gidx -s 65536 -n 2000"
-
-waitport() {
-	i=0
-	until netstat -ltn 2>/dev/null | grep -q ":$1 "; do
-		i=$((i + 1)); [ $i -lt 300 ] || { echo "nothing listens on port $1"; exit 1; }
-		sleep 0.05
-	done
-}
 
 say "server: the image's ib_write_bw (device by netdev); client: Debian's ib_write_bw"
 dev=$($bin/ibgo devices --netdev dummy0 -q | cut -d' ' -f1)

@@ -11,22 +11,15 @@
 # (C, before, ibgo) so a change is measured against its predecessor in the
 # same guest and the same run; the table then also prints before/C.
 set -e
+. /ibgo/lib.sh
 ROUNDS=${BENCH_ROUNDS:-5}
 cp "$(command -v ibgo)" /tmp/ibgo
 before=""
 [ -x /out/ibgo-before ] && { cp /out/ibgo-before /tmp/ibgo-before; before=/tmp/ibgo-before; }
 ip=${IBGO_VM_IP:?the guest init exports IBGO_VM_IP}
-gidx=$(ibgo devinfo -v | sed -n "s/.*GID\[ *\([0-9]*\)\]:.*::ffff:$ip, RoCE v2.*/\1/p" | head -n 1)
+gidx=$(rocev2_gid "$ip")
 [ -n "$gidx" ] || { echo "no RoCE v2 GID for $ip on rxe0"; exit 1; }
 port=20000
-
-waitport() {
-	i=0
-	until netstat -ltn 2>/dev/null | grep -q ":$1 "; do
-		i=$((i + 1)); [ $i -lt 300 ] || { echo "nothing listens on port $1"; exit 1; }
-		sleep 0.05
-	done
-}
 
 # one IMPL TEST COLUMN ARGS...: run server and client, print the client's
 # COLUMN of its (single) result row. IMPL c, go or before runs both sides

@@ -8,22 +8,15 @@
 # counters over the run. Timing on a shared TCG host is noise; these counts
 # are not.
 set -e
+. /ibgo/lib.sh
 TEST=${COUNT_TEST:-send_bw}
 ARGS=${COUNT_ARGS:--c UD -s 1024 -n 20000}
 ip=${IBGO_VM_IP:?the guest init exports IBGO_VM_IP}
 cp "$(command -v ibgo)" /tmp/ibgo
-gidx=$(ibgo devinfo -v | sed -n "s/.*GID\[ *\([0-9]*\)\]:.*::ffff:$ip, RoCE v2.*/\1/p" | head -n 1)
+gidx=$(rocev2_gid "$ip")
 [ -n "$gidx" ] || { echo "no RoCE v2 GID for $ip on rxe0"; exit 1; }
 port=21000
 hc=/sys/class/infiniband/rxe0/ports/1/hw_counters
-
-waitport() {
-	i=0
-	until netstat -ltn 2>/dev/null | grep -q ":$1 "; do
-		i=$((i + 1)); [ $i -lt 300 ] || { echo "nothing listens on port $1"; exit 1; }
-		sleep 0.05
-	done
-}
 
 # measured OUT CMD...: run CMD in a shell that reports the read/write calls
 # of the children it reaped (the kernel adds a reaped child's I/O accounting

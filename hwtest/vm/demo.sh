@@ -2,6 +2,7 @@
 # `make demo`: runs inside the soft-RoCE guest (busybox sh), with ibgo and
 # Debian's rdma-core tools on PATH. Exits non-zero if anything disagrees.
 set -e
+. /ibgo/lib.sh
 say() { printf '\n==== %s\n' "$*"; }
 
 say "ibgo devices (ibv_devices + ibdev2netdev in one table)"
@@ -23,18 +24,9 @@ fi
 # Binaries run from /tmp (the 9p share is slow to exec from under TCG).
 cp "$(command -v ibgo)" /tmp/ibgo
 ip=${IBGO_VM_IP:?the guest init exports IBGO_VM_IP}
-gidx=$(ibgo devinfo -v | sed -n "s/.*GID\[ *\([0-9]*\)\]:.*::ffff:$ip, RoCE v2.*/\1/p" | head -n 1)
+gidx=$(rocev2_gid "$ip")
 [ -n "$gidx" ] || { echo "no RoCE v2 GID for $ip on rxe0"; exit 1; }
 common="-d rxe0 -x $gidx"
-
-# waitport PORT: until a server listens on PORT (busybox netstat).
-waitport() {
-	i=0
-	until netstat -ltn 2>/dev/null | grep -q ":$1 "; do
-		i=$((i + 1)); [ $i -lt 300 ] || { echo "nothing listens on port $1"; exit 1; }
-		sleep 0.05
-	done
-}
 
 say "ib_write_bw: ibgo server (ibgo perf write_bw), Debian C client"
 /tmp/ibgo perf write_bw $common -p 18515 -s 65536 -n 2000 > /tmp/wbw.srv 2>&1 &

@@ -11,10 +11,11 @@
 # the same messages. Servers on
 # vCPU 0, clients on vCPU 1.
 set -e
+. /ibgo/lib.sh
 TEST=${KCOUNT_TEST:-send_bw}
 ARGS=${KCOUNT_ARGS:--c UD -s 1024 -n 20000}
 ip=${IBGO_VM_IP:?the guest init exports IBGO_VM_IP}
-gidx=$(ibgo devinfo -v | sed -n "s/.*GID\[ *\([0-9]*\)\]:.*::ffff:$ip, RoCE v2.*/\1/p" | head -n 1)
+gidx=$(rocev2_gid "$ip")
 [ -n "$gidx" ] || { echo "no RoCE v2 GID for $ip on rxe0"; exit 1; }
 T=/sys/kernel/tracing
 [ -e $T/kprobe_profile ] || mount -t tracefs nodev $T
@@ -31,14 +32,6 @@ echo 1 > $T/events/kprobes/enable
 echo 0 > $T/tracing_on # count only: kprobe_profile counts hits without tracing
 echo "$TEST $ARGS: $(wc -l < /tmp/probes) functions probed"
 port=24000
-
-waitport() {
-	i=0
-	until netstat -ltn 2>/dev/null | grep -q ":$1 "; do
-		i=$((i + 1)); [ $i -lt 300 ] || { echo "nothing listens on port $1"; exit 1; }
-		sleep 0.05
-	done
-}
 
 # hits OUT: the probes' hit counts, "probe hits" per line
 hits() { awk '{print $1, $2}' $T/kprobe_profile | sort > "$1"; }

@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -282,6 +283,12 @@ func cmdTest(args []string) error {
 	return err
 }
 
+// guestLib is hwtest/vm/lib.sh, the shell helpers every guest has at
+// /ibgo/lib.sh for the scripts `run -script` ships (`. /ibgo/lib.sh`).
+//
+//go:embed lib.sh
+var guestLib string
+
 func cmdRun(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	var c common
@@ -312,6 +319,8 @@ func cmdRun(args []string) error {
 		return err
 	}
 	ovs[0].AddData("/ibgo/job.sh", harness.ShellJob(command), 0o755)
+	ovs[0].AddData("/ibgo/lib.sh", []byte(guestLib), 0o644)
+	ovs[1].AddData("/ibgo/lib.sh", []byte(guestLib), 0o644)
 	c2 := command
 	if *node2 != "" {
 		c2 = *node2

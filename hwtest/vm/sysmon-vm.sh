@@ -12,6 +12,7 @@
 # number is the client's BW average in MB/s, a *_lat test's its typical
 # latency in usec (t_typical; lower is better).
 set -e
+. /ibgo/lib.sh
 ROUNDS=${ROUNDS:-30}
 TEST=${TEST:-send_bw}
 case $TEST in
@@ -25,21 +26,13 @@ cp "$(command -v ibgo)" /tmp/ibgo
 # an A/B of two ibgo builds under the same conditions.
 [ ! -x /out/ibgo-before ] || cp /out/ibgo-before /tmp/ibgo-before
 ip=${IBGO_VM_IP:?the guest init exports IBGO_VM_IP}
-gidx=$(ibgo devinfo -v | sed -n "s/.*GID\[ *\([0-9]*\)\]:.*::ffff:$ip, RoCE v2.*/\1/p" | head -n 1)
+gidx=$(rocev2_gid "$ip")
 [ -n "$gidx" ] || { echo "no RoCE v2 GID for $ip on rxe0"; exit 1; }
 TS0="" TS1=""
 if [ "${PIN:-1}" = 1 ]; then
 	TS0="taskset -c 0" TS1="taskset -c 1"
 fi
 port=22000
-
-waitport() {
-	i=0
-	until netstat -ltn 2>/dev/null | grep -q ":$1 "; do
-		i=$((i + 1)); [ $i -lt 300 ] || { echo "nothing listens on port $1"; exit 1; }
-		sleep 0.05
-	done
-}
 
 # one IMPL: one $TEST pair, prints the client's number (column $col)
 one() {
