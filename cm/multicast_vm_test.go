@@ -142,7 +142,7 @@ func TestMckeyInterop(t *testing.T) {
 	vm := testutil.VM(t)
 	two := vm.Topo == "two"
 	t.Run("c-sender", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
 		const group = "239.1.1.10"
 		// 6.12's rxe sends from a work queue and mckey destroys its QP right
@@ -168,32 +168,45 @@ func TestMckeyInterop(t *testing.T) {
 		m, err := ep.JoinMulticast(ctx, group, nil)
 		require.NoError(t, err)
 		defer m.Leave()
-		var c *cproc
-		if two {
-			signalTCP(t, ctx, vm.IP, 18711)
-		} else {
-			c = startC(t, ctx, "mckey", "-m", group, "-b", vm.IP, "-s", "-C", strconv.Itoa(n), "-S", strconv.Itoa(mckeySize))
-		}
 		src := "::ffff:" + serverPeerIP(vm)
 		got := 0
-		// mckey's sender posts its sends unsignaled and at once destroys its
-		// AH and QP and exits. The receive deadline is 15 s after its start
-		// (its sends come 3 s after the join).
-		pctx, pcancel := context.WithTimeout(ctx, 15*time.Second)
-		defer pcancel()
-		err = r.poll(pctx, n, 0, func(wc uverbs.WC, buf []byte) {
-			require.EqualValues(t, mckeySize+uverbs.GRHLen, wc.ByteLen)
-			require.NotZero(t, wc.Flags&uverbs.WCWithImm)
-			require.Equal(t, wc.SrcQP, wc.Imm, "mckey puts its QPN in the immediate")
-			g, err := uverbs.ParseGRH(buf)
-			require.NoError(t, err)
-			require.Equal(t, m.MGID, g.DGID)
-			require.Equal(t, src, g.SGID.String())
-			got++
-		})
-		if c != nil {
-			out, err := c.wait(ctx)
-			require.NoError(t, err, out)
+		// On 6.12 in one guest a burst can lose every datagram (measured
+		// once in a clean-clone CI run: 0/100); mckey then sends again, up
+		// to three bursts, and at least one datagram must arrive.
+		bursts := 1
+		if kernelAtLeast(6, 12) && !two {
+			bursts = 3
+		}
+		for b := 1; ; b++ {
+			var c *cproc
+			if two {
+				signalTCP(t, ctx, vm.IP, 18711)
+			} else {
+				c = startC(t, ctx, "mckey", "-m", group, "-b", vm.IP, "-s", "-C", strconv.Itoa(n), "-S", strconv.Itoa(mckeySize))
+			}
+			// mckey's sender posts its sends unsignaled and at once destroys
+			// its AH and QP and exits. The receive deadline is 15 s after
+			// its start (its sends come 3 s after the join).
+			pctx, pcancel := context.WithTimeout(ctx, 15*time.Second)
+			err = r.poll(pctx, n, 0, func(wc uverbs.WC, buf []byte) {
+				require.EqualValues(t, mckeySize+uverbs.GRHLen, wc.ByteLen)
+				require.NotZero(t, wc.Flags&uverbs.WCWithImm)
+				require.Equal(t, wc.SrcQP, wc.Imm, "mckey puts its QPN in the immediate")
+				g, err := uverbs.ParseGRH(buf)
+				require.NoError(t, err)
+				require.Equal(t, m.MGID, g.DGID)
+				require.Equal(t, src, g.SGID.String())
+				got++
+			})
+			pcancel()
+			if c != nil {
+				out, err := c.wait(ctx)
+				require.NoError(t, err, out)
+			}
+			if err == nil || got > 0 || b == bursts {
+				break
+			}
+			t.Logf("6.12: none of mckey's burst %d of %d datagrams arrived before it tore down its QP (%v); it sends again", b, n, err)
 		}
 		if err != nil && got > 0 && kernelAtLeast(6, 12) {
 			// Measured on 6.12, in one guest (1/10 and 6/10 arrived; with C
