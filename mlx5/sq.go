@@ -63,11 +63,19 @@ type localFn func(lkey uint32, addr uint64, n int) (base uint64, r []byte)
 // bytes returns just the n bytes at addr, or nil.
 func (f localFn) bytes(lkey uint32, addr uint64, n int) []byte {
 	base, r := f(lkey, addr, n)
-	off := addr - base // addr < base wraps past len(r)
-	if r == nil || off > uint64(len(r)) || uint64(n) > uint64(len(r))-off {
+	off, ok := inside(base, r, addr, n)
+	if !ok {
 		return nil
 	}
 	return r[off : off+uint64(n) : off+uint64(n)]
+}
+
+// inside reports whether the n bytes at addr lie in r, whose first byte is
+// at base, and where they start in r. A localFn answers only such an r;
+// this check keeps a wrong one from becoming a wild copy.
+func inside(base uint64, r []byte, addr uint64, n int) (off uint64, ok bool) {
+	off = addr - base // addr < base wraps past len(r)
+	return off, r != nil && off <= uint64(len(r)) && uint64(n) <= uint64(len(r))-off
 }
 
 // pdLocal is the localFn of a PD.
@@ -393,8 +401,7 @@ type cachedAH struct {
 // addr under lkey into s.inl; false (and s.inl empty) when there is none.
 func (s *sendQueue) findInline(lkey uint32, addr uint64, n int) bool {
 	base, r := s.local(lkey, addr, n)
-	off := addr - base // addr < base wraps past len(r)
-	if r == nil || off > uint64(len(r)) || uint64(n) > uint64(len(r))-off {
+	if _, ok := inside(base, r, addr, n); !ok {
 		s.inl = region{}
 		return false
 	}

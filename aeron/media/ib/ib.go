@@ -577,21 +577,11 @@ func (t *transport) post(k int, dest netip.AddrPort) (int, error) {
 	if k == 0 {
 		return 0, nil
 	}
-	if t.slots.unsignalled {
-		t.swr[k-1].Flags |= uverbs.SendSignaled
-		t.slots.unsignalled = false
-	}
-	n, err := t.qp.PostSend(t.swr[:k])
-	if n < k && n > 0 {
-		t.slots.unsignalled = true // the signalled last one may not be among them
-	}
+	n, err := t.slots.post(t.qp, t.swr[:k])
 	for j := k - 1; j >= n; j-- { // not posted: undo prepare
 		t.sendHead = (t.sendHead - 1 + sendSlots) % sendSlots
 		t.sendFree++
 		t.slots.free(t.sendHead)
-	}
-	for j := range t.swr[:k] { // keep no reference to the driver's memory
-		t.swr[j].InlineData, t.swr[j].SGL = nil, nil
 	}
 	if err != nil {
 		return n, fmt.Errorf("ib: post send to %s: %w", dest, err)
@@ -714,10 +704,8 @@ func (t *transport) Close() error {
 func (t *transport) release() error {
 	t.ready.Store(false)
 	t.epGen++
-	if t.cq != nil {
-		t.m.unwatchCQ(t.vctx, t.cq)
-		t.cq = nil
-	}
+	t.m.unwatchCQ(t.vctx, t.cq)
+	t.cq = nil
 	var errs []error
 	errs = append(errs, t.mc.leave(t))
 	t.mc = nil

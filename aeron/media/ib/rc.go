@@ -1005,19 +1005,9 @@ func (t *rcTransport) prepare(c *rcConn, k int, d []byte) {
 // post posts c's k prepared work requests with one doorbell and takes
 // their slots; those the provider refused give theirs back.
 func (t *rcTransport) post(c *rcConn, k int) (int, error) {
-	if c.slots.unsignalled {
-		c.swr[k-1].Flags |= uverbs.SendSignaled
-		c.slots.unsignalled = false
-	}
-	n, err := c.qp.PostSend(c.swr[:k])
-	if n < k && n > 0 {
-		c.slots.unsignalled = true // the signalled last one may not be among them
-	}
+	n, err := c.slots.post(c.qp, c.swr[:k])
 	for j := n; j < k; j++ {
 		c.slots.free((c.head + j) % rcSendSlots)
-	}
-	for j := range c.swr[:k] { // keep no reference to the driver's memory
-		c.swr[j].InlineData, c.swr[j].SGL = nil, nil
 	}
 	c.head = (c.head + n) % rcSendSlots
 	c.nfree -= n

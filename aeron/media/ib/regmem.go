@@ -158,6 +158,26 @@ func (s *slotRegs) free(slot int) {
 	}
 }
 
+// post posts wrs with one doorbell on qp, the last one signalled when a
+// work request reading a registered region has no signalled one after it
+// yet (its count must come down), and clears the work requests' references
+// to the driver's memory. The caller gives back the slots of the ones the
+// provider refused (wrs[n:]).
+func (s *slotRegs) post(qp *uverbs.QP, wrs []uverbs.SendWR) (int, error) {
+	if s.unsignalled {
+		wrs[len(wrs)-1].Flags |= uverbs.SendSignaled
+		s.unsignalled = false
+	}
+	n, err := qp.PostSend(wrs)
+	if n < len(wrs) && n > 0 {
+		s.unsignalled = true // the signalled last one may not be among them
+	}
+	for j := range wrs { // keep no reference to the driver's memory
+		wrs[j].InlineData, wrs[j].SGL = nil, nil
+	}
+	return n, err
+}
+
 // freeAll ends every slot's read: the queue pair is gone or restarted, so
 // the device reads none of them any more.
 func (s *slotRegs) freeAll() {
