@@ -8,7 +8,7 @@ VM       = $(GO) run ./hwtest/vm
 
 export CGO_ENABLED = 0
 
-.PHONY: hwtest-bin all build test test-unit test-race boundary archdoc test-vm test-vm-one demo bench-vm count-vm kcount-vm sysmon-vm lint cross fuzz image clean
+.PHONY: hwtest-bin all build test test-unit test-race boundary archdoc test-vm test-vm-one demo bench-vm count-vm kcount-vm levels-vm sysmon-vm lint cross fuzz image clean
 
 all: build
 
@@ -75,6 +75,12 @@ count-vm:
 ## KCOUNT_ARGS='-c UD -s 1024 -n 20000')
 kcount-vm:
 	$(VM) run -kernel $(KERNEL) $(if $(KCOUNT_TEST),-env 'KCOUNT_TEST=$(KCOUNT_TEST)') $(if $(KCOUNT_ARGS),-env 'KCOUNT_ARGS=$(KCOUNT_ARGS)') -script hwtest/vm/kcount-vm.sh
+
+## levels-vm: Debian's send_lat pair and ibgo's in turn with -U, pinned; prints the median of every
+## 1000 iterations of each run, then per implementation the windows per usec and the median inside each
+## band (issue 9; LEVELS_ROUNDS=8 LEVELS_ARGS='-s 2 -n 10000' LEVELS_BANDS='13.8-15.8 17.3-20.5')
+levels-vm:
+	$(VM) run -kernel $(KERNEL) -env ROUNDS=$(or $(LEVELS_ROUNDS),8) $(if $(LEVELS_ARGS),-env 'LEVELS_ARGS=$(LEVELS_ARGS)') $(if $(LEVELS_BANDS),-env 'BANDS=$(LEVELS_BANDS)') -script hwtest/vm/levels-vm.sh
 
 ## sysmon-vm: Debian's send_bw UD pair with and without a 10 ms waker thread preloaded (the rate of the Go
 ## runtime's sysmon), beside ibgo's pair, pinned, interleaved (issue 16; needs gcc on the host for the waker;

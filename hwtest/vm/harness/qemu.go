@@ -179,6 +179,9 @@ func Run(ctx context.Context, cfg RunConfig) (*Result, error) {
 			Log: filepath.Join(cfg.LogDir, fmt.Sprintf("%s-%s-%s-node%d.log", stamp, cfg.Name, cfg.Image.Kernel, node))}
 		res.Nodes = append(res.Nodes, nr)
 		args := []string{
+			// Named threads ("CPU 0/TCG", ...) can be found and pinned on
+			// the host when measuring (docs/perf.md).
+			"-name", fmt.Sprintf("ibgo-node%d,debug-threads=on", node),
 			"-M", "pc", "-accel", "tcg", "-cpu", "max", "-smp", strconv.Itoa(smp), "-m", strconv.Itoa(cfg.MemMiB),
 			"-display", "none", "-monitor", "none", "-serial", "stdio", "-no-reboot", "-nic", "none",
 			"-kernel", cfg.Image.Vmlinux, "-initrd", initrd,
