@@ -32,14 +32,17 @@ type RunConfig struct {
 	// Overlay); the one-guest topology uses Overlays[0] only.
 	Overlays [2]string
 	Timeout  time.Duration
-	MTU      int    // netdev MTU (9000 gives RoCE MTU 4096)
-	MemMiB   int    // per guest
-	SMP      int    // per guest; 0: 2 for one guest, 1 each for two
-	OutDir   string // shared into the guest at /out over virtio-9p (optional)
-	LogDir   string
-	Name     string    // log file prefix
-	Console  io.Writer // live console (nil: none)
-	Logf     Logf
+	MTU      int // netdev MTU (9000 gives RoCE MTU 4096)
+	MemMiB   int // per guest
+	SMP      int // per guest; 0: 2 for one guest, 1 each for two
+	// KernelArgs are appended to the guest kernel's command line (for
+	// measurements, e.g. tsc=reliable; the test tiers leave it empty).
+	KernelArgs string
+	OutDir     string // shared into the guest at /out over virtio-9p (optional)
+	LogDir     string
+	Name       string    // log file prefix
+	Console    io.Writer // live console (nil: none)
+	Logf       Logf
 }
 
 // NodeResult is the verdict of one guest.
@@ -186,7 +189,7 @@ func Run(ctx context.Context, cfg RunConfig) (*Result, error) {
 			"-display", "none", "-monitor", "none", "-serial", "stdio", "-no-reboot", "-nic", "none",
 			"-kernel", cfg.Image.Vmlinux, "-initrd", initrd,
 			"-append", fmt.Sprintf("console=ttyS0 panic=-1 oops=panic loglevel=4 edd=off ibgo.nonce=%s ibgo.topo=%s ibgo.node=%d ibgo.mtu=%d%s",
-				nonce, cfg.Topology, node, cfg.MTU, outArg(cfg.OutDir)),
+				nonce, cfg.Topology, node, cfg.MTU, outArg(cfg.OutDir)+kernelArgs(cfg.KernelArgs)),
 		}
 		if nodes == 2 {
 			server := "off"
@@ -326,4 +329,12 @@ func concatFiles(dst string, srcs ...string) error {
 		}
 	}
 	return out.Close()
+}
+
+// kernelArgs is extra, space-separated, for the end of the command line.
+func kernelArgs(extra string) string {
+	if extra = strings.TrimSpace(extra); extra != "" {
+		return " " + extra
+	}
+	return ""
 }
