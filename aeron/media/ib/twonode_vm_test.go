@@ -252,3 +252,76 @@ func TestIBTwoNodeMDCDynamic(t *testing.T) {
 	log, k := errorLog(t, d)
 	require.Zero(t, k, "error log: %s", log)
 }
+
+// TestIBTwoNodeMDCManual: a control-mode=manual publication on node 1 with
+// two destinations its client adds: a subscription in node 1's own driver
+// and node 2's, whose address the driver resolves by SIDR across the link
+// on first use. With fc=min both get every message once and in order; then
+// node 2's destination is removed and only node 1's keeps receiving.
+func TestIBTwoNodeMDCManual(t *testing.T) {
+	vm := testutil.TwoNodes(t)
+	d, m := startIB(t, nil)
+	c := connectTo(t, d)
+	ctx := context.Background()
+	remote := "aeron:ib?endpoint=" + net.JoinHostPort(vm.Peer, "24654")
+	if vm.Node == 2 {
+		sub, err := c.AddSubscription(ctx, "aeron:ib?endpoint="+net.JoinHostPort(vm.IP, "24654"), 1001)
+		require.NoError(t, err)
+		// Connected means the publication's setup reached this driver.
+		// Node 1 offers only after this, or this image would join late
+		// (at the position then, not at message 0).
+		waitUntil(t, "node 1's publication", 2*deadline, sub.IsConnected)
+		sendDone(t, vm.Peer, 24658, "ready")
+		r := newReceiver(sub, 0)
+		require.NoError(t, r.until(twoNodeMessages, 2*deadline))
+		// The publisher removes this destination once both have every
+		// message, then offers 200 more to node 1 alone: none may come.
+		removed := listenDone(t, vm.IP, 24656)
+		sendDone(t, vm.Peer, 24655, "done")
+		_, err = awaitDone(removed, 2*deadline)
+		require.NoError(t, err)
+		sub.Poll(r.fh, 1000)
+		require.NoError(t, r.bad)
+		require.Equal(t, twoNodeMessages, r.count(), "the removed destination kept receiving")
+		requireCleanMedia(t, m)
+		log, k := errorLog(t, d)
+		require.Zero(t, k, "error log: %s", log)
+		return
+	}
+	ready, ln := listenDone(t, vm.IP, 24658), listenDone(t, vm.IP, 24655)
+	pub, err := c.AddPublication(ctx, "aeron:ib?control-mode=manual|control="+net.JoinHostPort(vm.IP, "24653")+"|fc=min", 1001)
+	require.NoError(t, err)
+	local := "aeron:ib?endpoint=" + net.JoinHostPort(vm.IP, "24657")
+	sub, err := c.AddSubscription(ctx, local, 1001)
+	require.NoError(t, err)
+	require.NoError(t, pub.AddDestination(ctx, local))
+	require.NoError(t, pub.AddDestination(ctx, remote))
+	r := newReceiver(sub, 0)
+	waitUntil(t, "node 1's destination connected", 2*deadline, func() bool { return pub.IsConnected() && sub.IsConnected() })
+	line, err := awaitDone(ready, 2*deadline)
+	require.NoError(t, err)
+	require.Equal(t, "ready", line, "node 2's subscription")
+	end := time.Now().Add(2 * deadline)
+	msg := make([]byte, 256)
+	for i := 0; r.count() < twoNodeMessages; {
+		require.False(t, time.Now().After(end), "timed out: offered %d, node 1 received %d", i, r.count())
+		if i < twoNodeMessages {
+			putSeq(msg, i)
+			if pub.Offer(msg) > 0 {
+				i++
+			}
+		}
+		sub.Poll(r.fh, 64)
+		require.NoError(t, r.bad)
+	}
+	line, err = awaitDone(ln, 2*deadline)
+	require.NoError(t, err)
+	require.Equal(t, "done", line)
+	require.NoError(t, pub.RemoveDestination(ctx, remote))
+	offerAll(t, pub, twoNodeMessages, twoNodeMessages+200, deadline)
+	require.NoError(t, r.until(twoNodeMessages+200, deadline))
+	sendDone(t, vm.Peer, 24656, "done")
+	requireCleanMedia(t, m)
+	log, k := errorLog(t, d)
+	require.Zero(t, k, "error log: %s", log)
+}
