@@ -37,6 +37,13 @@ func offerSized(t *testing.T, pub *client.Publication, from, to, size int, limit
 	}
 }
 
+// failPoll makes the next poll of m's first transport's CQ fail and waits
+// for that transport's rebuild (the first of the test).
+func failPoll(t *testing.T, m *capture, what string) {
+	ib.FailNextPoll(m.transports()[0])
+	waitUntil(t, what, deadline, func() bool { return m.CQRebuilds.Load() == 1 })
+}
+
 // TestIBCQFailureRecovered: mid-stream the poll of the subscriber's UD CQ
 // fails (as a CQ in error after an overrun fails it), and later the
 // publisher's. Each transport counts it, writes it to its driver's error
@@ -49,31 +56,13 @@ func offerSized(t *testing.T, pub *client.Publication, from, to, size int, limit
 // nothing of the old endpoints left.
 func TestIBCQFailureRecovered(t *testing.T) {
 	vm := testutil.OneNode(t)
-	dp, mp := startCapture(t)
-	ds, ms := startCapture(t)
-	ch := "aeron:ib?endpoint=" + vm.IP + ":24601|mtu=1024"
-	ctx := context.Background()
-	sub, err := connectTo(t, ds).AddSubscription(ctx, ch, 1001)
-	require.NoError(t, err)
-	pub, err := connectTo(t, dp).AddPublication(ctx, ch, 1001)
-	require.NoError(t, err)
-	waitUntil(t, "connected", deadline, func() bool { return pub.IsConnected() && sub.IsConnected() })
-	require.Len(t, ms.transports(), 1)
-	require.Len(t, mp.transports(), 1)
-
-	const n, size = 30_000, 512 // 544-byte frames: posted from the registered log
-	r := newReceiver(sub, 0)
-	done := make(chan error, 1)
-	go func() { done <- r.until(n, 5*deadline) }()
-	offerSized(t, pub, 0, 10_000, size, 5*deadline)
-	ib.FailNextPoll(ms.transports()[0])
-	waitUntil(t, "the subscriber's rebuild", deadline, func() bool { return ms.CQRebuilds.Load() == 1 })
-	offerSized(t, pub, 10_000, 20_000, size, 5*deadline)
-	zc := mp.ZeroCopy.Load()
-	ib.FailNextPoll(mp.transports()[0])
-	waitUntil(t, "the publisher's rebuild", deadline, func() bool { return mp.CQRebuilds.Load() == 1 })
-	offerSized(t, pub, 20_000, n, size, 5*deadline)
-	require.NoError(t, <-done)
+	p := startCapturedPair(t, "aeron:ib?endpoint="+vm.IP+":24601|mtu=1024")
+	dp, mp, ds, ms := p.dp, p.mp, p.ds, p.ms
+	var zc int64
+	p.streamWithFaults(t,
+		func(from, to int) { offerSized(t, p.pub, from, to, 512, 5*deadline) }, // 544-byte frames: posted from the registered log
+		func() { failPoll(t, ms, "the subscriber's rebuild") },
+		func() { zc = mp.ZeroCopy.Load(); failPoll(t, mp, "the publisher's rebuild") })
 
 	for name, m := range map[string]*capture{"subscriber": ms, "publisher": mp} {
 		require.EqualValues(t, 1, m.CQErrors.Load(), "%s: one CQ failure", name)
@@ -106,31 +95,15 @@ func TestIBCQFailureRecovered(t *testing.T) {
 // message arrives once and in order.
 func TestIBRCCQFailureRecovered(t *testing.T) {
 	vm := testutil.OneNode(t)
-	dp, mp := startCapture(t)
-	ds, ms := startCapture(t)
-	ch := "aeron:ib?endpoint=" + vm.IP + ":24603|ib-qp=rc|mtu=4096"
-	ctx := context.Background()
-	sub, err := connectTo(t, ds).AddSubscription(ctx, ch, 1001)
-	require.NoError(t, err)
-	pub, err := connectTo(t, dp).AddPublication(ctx, ch, 1001)
-	require.NoError(t, err)
-	waitUntil(t, "connected", deadline, func() bool { return pub.IsConnected() && sub.IsConnected() })
-	require.Len(t, ms.transports(), 1)
-	require.Len(t, mp.transports(), 1)
-
-	const n = 30_000
-	r := newReceiver(sub, 0)
-	done := make(chan error, 1)
-	go func() { done <- r.until(n, 5*deadline) }()
-	offerAll(t, pub, 0, 10_000, 5*deadline)
-	ib.FailNextPoll(ms.transports()[0])
-	waitUntil(t, "the subscriber's rebuild", deadline, func() bool { return ms.CQRebuilds.Load() == 1 })
-	waitUntil(t, "the publication's new connection", deadline, func() bool { return ms.RC.Accepted.Load() >= 2 })
-	offerAll(t, pub, 10_000, 20_000, 5*deadline)
-	ib.FailNextPoll(mp.transports()[0])
-	waitUntil(t, "the publisher's rebuild", deadline, func() bool { return mp.CQRebuilds.Load() == 1 })
-	offerAll(t, pub, 20_000, n, 5*deadline)
-	require.NoError(t, <-done)
+	p := startCapturedPair(t, "aeron:ib?endpoint="+vm.IP+":24603|ib-qp=rc|mtu=4096")
+	dp, mp, ds, ms := p.dp, p.mp, p.ds, p.ms
+	p.streamWithFaults(t,
+		func(from, to int) { offerAll(t, p.pub, from, to, 5*deadline) },
+		func() {
+			failPoll(t, ms, "the subscriber's rebuild")
+			waitUntil(t, "the publication's new connection", deadline, func() bool { return ms.RC.Accepted.Load() >= 2 })
+		},
+		func() { failPoll(t, mp, "the publisher's rebuild") })
 
 	require.EqualValues(t, 1, ms.RC.CQErrors.Load(), "subscriber: one shared CQ failure")
 	require.EqualValues(t, 1, ms.CQRebuilds.Load(), "subscriber: one rebuild")
@@ -157,31 +130,13 @@ func TestIBRCCQFailureRecovered(t *testing.T) {
 // message arrives once and in order.
 func TestIBMulticastCQFailureRecovered(t *testing.T) {
 	vm := testutil.OneNode(t)
-	dp, mp := startCapture(t)
-	ds, ms := startCapture(t)
-	ch := "aeron:ib?endpoint=239.1.7.7:24605|interface=" + vm.IP + "|mtu=1024"
-	ctx := context.Background()
-	sub, err := connectTo(t, ds).AddSubscription(ctx, ch, 1001)
-	require.NoError(t, err)
-	pub, err := connectTo(t, dp).AddPublication(ctx, ch, 1001)
-	require.NoError(t, err)
-	waitUntil(t, "connected", deadline, func() bool { return pub.IsConnected() && sub.IsConnected() })
-	require.Len(t, ms.transports(), 1)
-	require.Len(t, mp.transports(), 1)
-
-	const n, size = 30_000, 512
-	r := newReceiver(sub, 0)
-	done := make(chan error, 1)
-	go func() { done <- r.until(n, 5*deadline) }()
-	offerSized(t, pub, 0, 10_000, size, 5*deadline)
-	ib.FailNextPoll(ms.transports()[0])
-	waitUntil(t, "the subscriber's rebuild", deadline, func() bool { return ms.CQRebuilds.Load() == 1 })
-	offerSized(t, pub, 10_000, 20_000, size, 5*deadline)
-	zc := mp.ZeroCopy.Load()
-	ib.FailNextPoll(mp.transports()[0])
-	waitUntil(t, "the publisher's rebuild", deadline, func() bool { return mp.CQRebuilds.Load() == 1 })
-	offerSized(t, pub, 20_000, n, size, 5*deadline)
-	require.NoError(t, <-done)
+	p := startCapturedPair(t, "aeron:ib?endpoint=239.1.7.7:24605|interface="+vm.IP+"|mtu=1024")
+	dp, mp, ds, ms := p.dp, p.mp, p.ds, p.ms
+	var zc int64
+	p.streamWithFaults(t,
+		func(from, to int) { offerSized(t, p.pub, from, to, 512, 5*deadline) },
+		func() { failPoll(t, ms, "the subscriber's rebuild") },
+		func() { zc = mp.ZeroCopy.Load(); failPoll(t, mp, "the publisher's rebuild") })
 
 	for name, m := range map[string]*capture{"subscriber": ms, "publisher": mp} {
 		require.EqualValues(t, 1, m.CQErrors.Load(), "%s: one CQ failure", name)

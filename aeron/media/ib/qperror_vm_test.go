@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ibgo/ibgo/aeron/client"
 	"github.com/ibgo/ibgo/aeron/driver"
 	"github.com/ibgo/ibgo/aeron/media/ib"
 	"github.com/ibgo/ibgo/aeron/uri"
@@ -54,6 +55,53 @@ func startCapture(t *testing.T) (*driver.Driver, *capture) {
 	return d, m
 }
 
+// capturedPair is a subscription and a publication on one channel, each in
+// its own driver whose ib medium keeps the transports it opened.
+type capturedPair struct {
+	dp, ds *driver.Driver
+	mp, ms *capture
+	pub    *client.Publication
+	sub    *client.Subscription
+}
+
+// startCapturedPair starts the publisher's and the subscriber's drivers,
+// adds the subscription and then the publication on ch (stream 1001), and
+// waits until both are connected, through one transport each.
+func startCapturedPair(t *testing.T, ch string) *capturedPair {
+	p := &capturedPair{}
+	p.dp, p.mp = startCapture(t)
+	p.ds, p.ms = startCapture(t)
+	ctx := context.Background()
+	var err error
+	p.sub, err = connectTo(t, p.ds).AddSubscription(ctx, ch, 1001)
+	require.NoError(t, err)
+	p.pub, err = connectTo(t, p.dp).AddPublication(ctx, ch, 1001)
+	require.NoError(t, err)
+	waitUntil(t, "connected", deadline, func() bool { return p.pub.IsConnected() && p.sub.IsConnected() })
+	require.Len(t, p.ms.transports(), 1)
+	require.Len(t, p.mp.transports(), 1)
+	return p
+}
+
+// faultedMessages is how many messages streamWithFaults sends.
+const faultedMessages = 30_000
+
+// streamWithFaults offers faultedMessages in three thirds through offer,
+// with subFault run after the first third and pubFault after the second,
+// and requires every message to arrive once and in order.
+func (p *capturedPair) streamWithFaults(t *testing.T, offer func(from, to int), subFault, pubFault func()) {
+	const n = faultedMessages
+	r := newReceiver(p.sub, 0)
+	done := make(chan error, 1)
+	go func() { done <- r.until(n, 5*deadline) }()
+	offer(0, n/3)
+	subFault()
+	offer(n/3, 2*n/3)
+	pubFault()
+	offer(2*n/3, n)
+	require.NoError(t, <-done)
+}
+
 // TestIBQPErrorRecovered: mid-stream the subscriber's UD QP, and later the
 // publisher's, is moved to the error state (as a local error or a fatal
 // asynchronous event does): every posted receive flushes. Each transport
@@ -64,37 +112,20 @@ func startCapture(t *testing.T) (*driver.Driver, *capture) {
 // order.
 func TestIBQPErrorRecovered(t *testing.T) {
 	vm := testutil.OneNode(t)
-	dp, mp := startCapture(t)
-	ds, ms := startCapture(t)
-	ch := "aeron:ib?endpoint=" + vm.IP + ":24591|mtu=1024"
-	ctx := context.Background()
-	sub, err := connectTo(t, ds).AddSubscription(ctx, ch, 1001)
-	require.NoError(t, err)
-	pub, err := connectTo(t, dp).AddPublication(ctx, ch, 1001)
-	require.NoError(t, err)
-	waitUntil(t, "connected", deadline, func() bool { return pub.IsConnected() && sub.IsConnected() })
-	require.Len(t, ms.transports(), 1)
-	require.Len(t, mp.transports(), 1)
+	p := startCapturedPair(t, "aeron:ib?endpoint="+vm.IP+":24591|mtu=1024")
+	p.streamWithFaults(t,
+		func(from, to int) { offerAll(t, p.pub, from, to, 5*deadline) },
+		func() { require.NoError(t, ib.ForceQPError(p.ms.transports()[0]), "subscriber's QP to error") },
+		func() { require.NoError(t, ib.ForceQPError(p.mp.transports()[0]), "publisher's QP to error") })
 
-	const n = 30_000
-	r := newReceiver(sub, 0)
-	done := make(chan error, 1)
-	go func() { done <- r.until(n, 5*deadline) }()
-	offerAll(t, pub, 0, 10_000, 5*deadline)
-	require.NoError(t, ib.ForceQPError(ms.transports()[0]), "subscriber's QP to error")
-	offerAll(t, pub, 10_000, 20_000, 5*deadline)
-	require.NoError(t, ib.ForceQPError(mp.transports()[0]), "publisher's QP to error")
-	offerAll(t, pub, 20_000, n, 5*deadline)
-	require.NoError(t, <-done)
-
-	require.Positive(t, ms.QPRestarts.Load(), "the subscriber's receive path was restarted")
-	require.Positive(t, mp.QPRestarts.Load(), "the publisher's receive path was restarted")
-	for _, d := range []*driver.Driver{ds, dp} {
+	require.Positive(t, p.ms.QPRestarts.Load(), "the subscriber's receive path was restarted")
+	require.Positive(t, p.mp.QPRestarts.Load(), "the publisher's receive path was restarted")
+	for _, d := range []*driver.Driver{p.ds, p.dp} {
 		log, k := errorLog(t, d)
 		require.Equal(t, 1, k, "one distinct error: %s", log)
 		require.Contains(t, log, "went to the error state (")
 		require.Contains(t, log, "its receive path was restarted")
 		require.Positive(t, systemCounter(t, d, "Errors"))
 	}
-	t.Logf("subscriber: NAKs sent %d; publisher: retransmits sent %d", systemCounter(t, ds, "NAKs sent"), systemCounter(t, dp, "Retransmits sent"))
+	t.Logf("subscriber: NAKs sent %d; publisher: retransmits sent %d", systemCounter(t, p.ds, "NAKs sent"), systemCounter(t, p.dp, "Retransmits sent"))
 }
