@@ -221,3 +221,21 @@ func putSeq(msg []byte, i int) { binary.LittleEndian.PutUint64(msg, uint64(i)) }
 type errUnexpected string
 
 func (e errUnexpected) Error() string { return "node 2 said " + strconv.Quote(string(e)) }
+
+// requireClean: the medium counted no failure and the driver's error log
+// is empty.
+func requireClean(t *testing.T, d *driver.Driver, m *ib.Media) {
+	t.Helper()
+	requireCleanMedia(t, m)
+	log, k := errorLog(t, d)
+	require.Zero(t, k, "error log: %s", log)
+}
+
+// requireLine waits for the other guest's line on ln and requires it to be
+// want.
+func requireLine(t *testing.T, ln net.Listener, want string) {
+	t.Helper()
+	line, err := awaitDone(ln, 2*deadline)
+	require.NoError(t, err, "waiting for the other guest's %q", want)
+	require.Equal(t, want, line)
+}

@@ -36,9 +36,7 @@ func TestIBTwoNodeUnicast(t *testing.T) {
 		start := time.Now()
 		require.NoError(t, newReceiver(sub, 0).until(twoNodeMessages, 2*deadline))
 		t.Logf("node 2: %d messages of 256 B in %v", twoNodeMessages, time.Since(start))
-		requireCleanMedia(t, m)
-		log, k := errorLog(t, d)
-		require.Zero(t, k, "error log: %s", log)
+		requireClean(t, d, m)
 		sendDone(t, vm.Peer, 24602, "done")
 		return
 	}
@@ -47,12 +45,8 @@ func TestIBTwoNodeUnicast(t *testing.T) {
 	require.NoError(t, err)
 	waitUntil(t, "the subscriber on node 2", deadline, pub.IsConnected)
 	offerAll(t, pub, 0, twoNodeMessages, 2*deadline)
-	line, err := awaitDone(ln, 2*deadline)
-	require.NoError(t, err)
-	require.Equal(t, "done", line)
-	requireCleanMedia(t, m)
-	log, k := errorLog(t, d)
-	require.Zero(t, k, "error log: %s", log)
+	requireLine(t, ln, "done")
+	requireClean(t, d, m)
 }
 
 // TestIBTwoNodeMulticast: UD multicast with a subscriber on each guest
@@ -83,9 +77,7 @@ func TestIBTwoNodeMulticast(t *testing.T) {
 	go func() { done <- newReceiver(sub, 0).until(twoNodeMessages, 2*deadline) }()
 	offerAll(t, pub, 0, twoNodeMessages, 2*deadline)
 	require.NoError(t, <-done, "node 1's own subscriber")
-	line, err := awaitDone(ln, 2*deadline)
-	require.NoError(t, err)
-	require.Equal(t, "done", line)
+	requireLine(t, ln, "done")
 	for _, x := range []*ib.Media{m, sm} {
 		requireCleanMedia(t, x)
 	}
@@ -117,9 +109,7 @@ func TestIBTwoNodeNetemLoss(t *testing.T) {
 	require.NoError(t, err)
 	waitUntil(t, "the subscriber on node 2", deadline, pub.IsConnected)
 	offerAll(t, pub, 0, twoNodeMessages, 2*deadline)
-	line, err := awaitDone(ln, 2*deadline)
-	require.NoError(t, err)
-	require.Equal(t, "done", line)
+	requireLine(t, ln, "done")
 	rtx := systemCounter(t, d, "Retransmits sent")
 	t.Logf("node 1: retransmits sent %d", rtx)
 	require.Positive(t, rtx)
@@ -212,9 +202,7 @@ func TestIBTwoNodePublisherKilled(t *testing.T) {
 	require.NoError(t, err)
 	waitUntil(t, "the subscriber on node 2", deadline, pub.IsConnected)
 	offerAll(t, pub, 0, n, 2*deadline)
-	line, err := awaitDone(ln, 2*deadline)
-	require.NoError(t, err)
-	require.Equal(t, "done", line)
+	requireLine(t, ln, "done")
 	require.NoError(t, d.Close(), "the publisher's driver goes without an end of stream")
 }
 
@@ -234,9 +222,7 @@ func TestIBTwoNodeMDCDynamic(t *testing.T) {
 		sub, err := c.AddSubscription(ctx, "aeron:ib?endpoint="+vm.IP+":24651|control="+control, 1001)
 		require.NoError(t, err)
 		require.NoError(t, newReceiver(sub, 0).until(twoNodeMessages, 2*deadline))
-		requireCleanMedia(t, m)
-		log, k := errorLog(t, d)
-		require.Zero(t, k, "error log: %s", log)
+		requireClean(t, d, m)
 		sendDone(t, vm.Peer, 24652, "done")
 		return
 	}
@@ -245,12 +231,8 @@ func TestIBTwoNodeMDCDynamic(t *testing.T) {
 	require.NoError(t, err)
 	waitUntil(t, "node 2's subscription registering", 2*deadline, pub.IsConnected)
 	offerAll(t, pub, 0, twoNodeMessages, 2*deadline)
-	line, err := awaitDone(ln, 2*deadline)
-	require.NoError(t, err)
-	require.Equal(t, "done", line)
-	requireCleanMedia(t, m)
-	log, k := errorLog(t, d)
-	require.Zero(t, k, "error log: %s", log)
+	requireLine(t, ln, "done")
+	requireClean(t, d, m)
 }
 
 // TestIBTwoNodeMDCManual: a control-mode=manual publication on node 1 with
@@ -278,14 +260,11 @@ func TestIBTwoNodeMDCManual(t *testing.T) {
 		// message, then offers 200 more to node 1 alone: none may come.
 		removed := listenDone(t, vm.IP, 24656)
 		sendDone(t, vm.Peer, 24655, "done")
-		_, err = awaitDone(removed, 2*deadline)
-		require.NoError(t, err)
+		requireLine(t, removed, "done")
 		sub.Poll(r.fh, 1000)
 		require.NoError(t, r.bad)
 		require.Equal(t, twoNodeMessages, r.count(), "the removed destination kept receiving")
-		requireCleanMedia(t, m)
-		log, k := errorLog(t, d)
-		require.Zero(t, k, "error log: %s", log)
+		requireClean(t, d, m)
 		return
 	}
 	ready, ln := listenDone(t, vm.IP, 24658), listenDone(t, vm.IP, 24655)
@@ -298,9 +277,7 @@ func TestIBTwoNodeMDCManual(t *testing.T) {
 	require.NoError(t, pub.AddDestination(ctx, remote))
 	r := newReceiver(sub, 0)
 	waitUntil(t, "node 1's destination connected", 2*deadline, func() bool { return pub.IsConnected() && sub.IsConnected() })
-	line, err := awaitDone(ready, 2*deadline)
-	require.NoError(t, err)
-	require.Equal(t, "ready", line, "node 2's subscription")
+	requireLine(t, ready, "ready")
 	end := time.Now().Add(2 * deadline)
 	msg := make([]byte, 256)
 	for i := 0; r.count() < twoNodeMessages; {
@@ -314,14 +291,10 @@ func TestIBTwoNodeMDCManual(t *testing.T) {
 		sub.Poll(r.fh, 64)
 		require.NoError(t, r.bad)
 	}
-	line, err = awaitDone(ln, 2*deadline)
-	require.NoError(t, err)
-	require.Equal(t, "done", line)
+	requireLine(t, ln, "done")
 	require.NoError(t, pub.RemoveDestination(ctx, remote))
 	offerAll(t, pub, twoNodeMessages, twoNodeMessages+200, deadline)
 	require.NoError(t, r.until(twoNodeMessages+200, deadline))
 	sendDone(t, vm.Peer, 24656, "done")
-	requireCleanMedia(t, m)
-	log, k := errorLog(t, d)
-	require.Zero(t, k, "error log: %s", log)
+	requireClean(t, d, m)
 }
