@@ -4,7 +4,6 @@ package ib_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -21,27 +20,25 @@ import (
 	"github.com/ibgo/ibgo/internal/testutil"
 )
 
-// offerSized offers messages from..to-1 of size bytes (sequence number
-// first), retrying on back pressure.
-func offerSized(t *testing.T, pub *client.Publication, from, to, size int, limit time.Duration) {
-	msg := make([]byte, size)
-	end := time.Now().Add(limit)
-	for i := from; i < to; {
-		binary.LittleEndian.PutUint64(msg, uint64(i))
-		if pub.Offer(msg) > 0 {
-			i++
-		} else {
-			time.Sleep(20 * time.Microsecond)
-		}
-		require.False(t, time.Now().After(end), "timed out offering: at %d of %d", i, to)
-	}
-}
-
 // failPoll makes the next poll of m's first transport's CQ fail and waits
 // for that transport's rebuild (the first of the test).
 func failPoll(t *testing.T, m *capture, what string) {
 	ib.FailNextPoll(m.transports()[0])
 	waitUntil(t, what, deadline, func() bool { return m.CQRebuilds.Load() == 1 })
+}
+
+// requireOneUDRebuildEach: each side's UD endpoint failed and was rebuilt
+// once, no completion failed, and the publisher posts from its registered
+// log again (its zero-copy count passed zc, read before its failure).
+func requireOneUDRebuildEach(t *testing.T, ms, mp *capture, zc int64) {
+	t.Helper()
+	for name, m := range map[string]*capture{"subscriber": ms, "publisher": mp} {
+		require.EqualValues(t, 1, m.CQErrors.Load(), "%s: one CQ failure", name)
+		require.EqualValues(t, 1, m.CQRebuilds.Load(), "%s: one rebuild", name)
+		require.Zero(t, m.SendErrors.Load(), "%s: send completions in error (stale keys?)", name)
+		require.Zero(t, m.RecvErrors.Load(), "%s: receive completions in error", name)
+	}
+	require.Greater(t, mp.ZeroCopy.Load(), zc, "the rebuilt publisher posts from its log again")
 }
 
 // TestIBCQFailureRecovered: mid-stream the poll of the subscriber's UD CQ
@@ -64,13 +61,7 @@ func TestIBCQFailureRecovered(t *testing.T) {
 		func() { failPoll(t, ms, "the subscriber's rebuild") },
 		func() { zc = mp.ZeroCopy.Load(); failPoll(t, mp, "the publisher's rebuild") })
 
-	for name, m := range map[string]*capture{"subscriber": ms, "publisher": mp} {
-		require.EqualValues(t, 1, m.CQErrors.Load(), "%s: one CQ failure", name)
-		require.EqualValues(t, 1, m.CQRebuilds.Load(), "%s: one rebuild", name)
-		require.Zero(t, m.SendErrors.Load(), "%s: send completions in error (stale keys?)", name)
-		require.Zero(t, m.RecvErrors.Load(), "%s: receive completions in error", name)
-	}
-	require.Greater(t, mp.ZeroCopy.Load(), zc, "the rebuilt publisher posts from its log again")
+	requireOneUDRebuildEach(t, ms, mp, zc)
 	require.Positive(t, mp.Reresolves.Load(), "the publisher resolved the rebuilt subscription again")
 	for name, d := range map[string]*driver.Driver{"subscriber": ds, "publisher": dp} {
 		log, k := errorLog(t, d)
@@ -138,13 +129,7 @@ func TestIBMulticastCQFailureRecovered(t *testing.T) {
 		func() { failPoll(t, ms, "the subscriber's rebuild") },
 		func() { zc = mp.ZeroCopy.Load(); failPoll(t, mp, "the publisher's rebuild") })
 
-	for name, m := range map[string]*capture{"subscriber": ms, "publisher": mp} {
-		require.EqualValues(t, 1, m.CQErrors.Load(), "%s: one CQ failure", name)
-		require.EqualValues(t, 1, m.CQRebuilds.Load(), "%s: one rebuild", name)
-		require.Zero(t, m.SendErrors.Load(), "%s: send completions in error (stale keys?)", name)
-		require.Zero(t, m.RecvErrors.Load(), "%s: receive completions in error", name)
-	}
-	require.Greater(t, mp.ZeroCopy.Load(), zc, "the rebuilt publisher posts from its log again")
+	requireOneUDRebuildEach(t, ms, mp, zc)
 	for name, d := range map[string]*driver.Driver{"subscriber": ds, "publisher": dp} {
 		log, k := errorLog(t, d)
 		require.Equal(t, 1, k, "%s: one distinct error: %s", name, log)

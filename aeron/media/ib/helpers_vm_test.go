@@ -105,9 +105,16 @@ func (r *receiver) until(n int, limit time.Duration) error {
 	return nil
 }
 
-// offerAll offers messages from..to-1, retrying on back pressure.
+// offerAll offers messages from..to-1 of 256 bytes, retrying on back
+// pressure.
 func offerAll(t *testing.T, pub *client.Publication, from, to int, limit time.Duration) {
-	msg := make([]byte, 256)
+	offerSized(t, pub, from, to, 256, limit)
+}
+
+// offerSized offers messages from..to-1 of size bytes (sequence number
+// first), retrying on back pressure.
+func offerSized(t *testing.T, pub *client.Publication, from, to, size int, limit time.Duration) {
+	msg := make([]byte, size)
 	end := time.Now().Add(limit)
 	for i := from; i < to; {
 		binary.LittleEndian.PutUint64(msg, uint64(i))
