@@ -30,6 +30,19 @@ func vmAddr(t *testing.T, port uint16) (testutil.VMInfo, Addr) {
 	return vm, Addr{IP: netip.AddrPortFrom(netip.MustParseAddr(vm.IP), port)}
 }
 
+// newChannelID opens an event channel with one id on it; both are closed
+// when the test ends (Close is idempotent, so a test may close them first).
+func newChannelID(t *testing.T, ps PortSpace, qpType uverbs.QPType) (*Channel, *ID) {
+	t.Helper()
+	ch, err := NewChannel()
+	require.NoError(t, err)
+	t.Cleanup(func() { ch.Close() })
+	id, err := ch.CreateID(ps, qpType)
+	require.NoError(t, err)
+	t.Cleanup(func() { id.Close() })
+	return ch, id
+}
+
 func tctx(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -74,12 +87,7 @@ func pollOne(t *testing.T, cq *uverbs.CQ) uverbs.WC {
 // The ids, query and INIT_QP_ATTR facts of the brief (§1, §2.3), on one id.
 func TestIDResolveQuery(t *testing.T) {
 	vm, dst := vmAddr(t, 7999)
-	ch, err := NewChannel()
-	require.NoError(t, err)
-	defer ch.Close()
-	id, err := ch.CreateID(PortSpaceTCP, 0)
-	require.NoError(t, err)
-	defer id.Close()
+	_, id := newChannelID(t, PortSpaceTCP, 0)
 	require.Error(t, id.ResolveRoute(time.Second), "RESOLVE_ROUTE before ADDR_RESOLVED")
 	require.NoError(t, id.Resolve(tctx(t, 10*time.Second), Addr{}, dst))
 	info, err := id.Query()
@@ -112,12 +120,7 @@ func TestIDResolveQuery(t *testing.T) {
 
 func TestIDsStartAnywhereAndUDMask(t *testing.T) {
 	_, dst := vmAddr(t, 7998)
-	ch, err := NewChannel()
-	require.NoError(t, err)
-	defer ch.Close()
-	id, err := ch.CreateID(PortSpaceUDP, 0)
-	require.NoError(t, err)
-	defer id.Close()
+	_, id := newChannelID(t, PortSpaceUDP, 0)
 	require.True(t, id.ud)
 	require.NoError(t, id.Resolve(tctx(t, 10*time.Second), Addr{}, dst))
 	a, m, err := id.InitQPAttr(uverbs.QPStateInit)
@@ -341,12 +344,8 @@ func TestUnreachable(t *testing.T) {
 // late answer does not confuse the next wait.
 func TestCancelResolve(t *testing.T) {
 	_, dst := vmAddr(t, 7995)
-	ch, err := NewChannel()
-	require.NoError(t, err)
-	defer ch.Close()
-	id, err := ch.CreateID(PortSpaceTCP, 0)
-	require.NoError(t, err)
-	defer id.Close()
+	_, id := newChannelID(t, PortSpaceTCP, 0)
+	var err error
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.NoError(t, id.ResolveAddr(Addr{}, dst, time.Second))
@@ -372,11 +371,7 @@ func TestCancelResolve(t *testing.T) {
 // of silence).
 func TestDestroyWithUnreadEvents(t *testing.T) {
 	_, addr := vmAddr(t, 7996)
-	ch, err := NewChannel()
-	require.NoError(t, err)
-	defer ch.Close()
-	id, err := ch.CreateID(PortSpaceTCP, 0)
-	require.NoError(t, err)
+	ch, id := newChannelID(t, PortSpaceTCP, 0)
 	require.NoError(t, id.ResolveAddr(Addr{}, addr, time.Second))
 	time.Sleep(100 * time.Millisecond) // ADDR_RESOLVED queued, unread
 	require.NoError(t, id.Close())
@@ -438,12 +433,7 @@ func TestMigrate(t *testing.T) {
 
 func TestOptions(t *testing.T) {
 	_, dst := vmAddr(t, 7989)
-	ch, err := NewChannel()
-	require.NoError(t, err)
-	defer ch.Close()
-	id, err := ch.CreateID(PortSpaceTCP, 0)
-	require.NoError(t, err)
-	defer id.Close()
+	ch, id := newChannelID(t, PortSpaceTCP, 0)
 	require.NoError(t, id.SetReuseAddr(true))
 	require.NoError(t, id.SetAFOnly(true))
 	require.NoError(t, id.SetTOS(32))
@@ -495,19 +485,11 @@ func TestIPv6WildcardAcceptsIPv4(t *testing.T) {
 func TestLowLevelEstablish(t *testing.T) {
 	_, addr := vmAddr(t, 7986)
 	ctx := tctx(t, 60*time.Second)
-	sch, err := NewChannel()
-	require.NoError(t, err)
-	defer sch.Close()
-	lid, err := sch.CreateID(PortSpaceTCP, 0)
-	require.NoError(t, err)
+	_, lid := newChannelID(t, PortSpaceTCP, 0)
 	require.NoError(t, lid.Bind(addr))
 	require.NoError(t, lid.Listen(1))
 
-	cch, err := NewChannel()
-	require.NoError(t, err)
-	defer cch.Close()
-	cid, err := cch.CreateID(PortSpaceTCP, 0)
-	require.NoError(t, err)
+	_, cid := newChannelID(t, PortSpaceTCP, 0)
 	require.NoError(t, cid.Resolve(ctx, Addr{}, addr))
 	vctx, pd, err := cid.Verbs()
 	require.NoError(t, err)
@@ -618,12 +600,8 @@ func TestTwoNodeDialListen(t *testing.T) {
 // InfiniBand ports; if a kernel accepts it, QUERY GID must give it back.
 func TestAFIBBind(t *testing.T) {
 	vm, _ := vmAddr(t, 0)
-	ch, err := NewChannel()
-	require.NoError(t, err)
-	defer ch.Close()
-	id, err := ch.CreateID(PortSpaceIB, uverbs.QPTypeRC)
-	require.NoError(t, err)
-	defer id.Close()
+	_, id := newChannelID(t, PortSpaceIB, uverbs.QPTypeRC)
+	var err error
 	gid := netip.MustParseAddr("::ffff:" + vm.IP).As16()
 	a := Addr{IB: &IBAddr{PKey: 0xffff, GID: gid, SID: serviceID(PortSpaceIB, 7984), SIDMask: ^uint64(0)}}
 	err = id.Bind(a)
