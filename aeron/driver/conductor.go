@@ -275,6 +275,25 @@ func (c *conductor) shutdown() {
 	c.rb.SetConsumerHeartbeatTime(0)
 }
 
+// imageGone tells sp's subscription that image regID of streamID is no
+// longer available to it (ON_UNAVAILABLE_IMAGE).
+func (c *conductor) imageGone(regID int64, streamID int32, sp *subscriberPosition) {
+	c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
+		CorrelationID: regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: streamID, Channel: sp.sub.channel}))
+}
+
+// releaseSubscribers ends image regID for every subscriber in sps: the
+// active ones are told (set-aside ones were told when set aside), and all
+// their position counters are freed.
+func (c *conductor) releaseSubscribers(regID int64, streamID int32, sps []*subscriberPosition) {
+	for _, sp := range sps {
+		if sp.state == tetherActive {
+			c.imageGone(regID, streamID, sp)
+		}
+		_ = c.counters.Free(sp.id)
+	}
+}
+
 func (c *conductor) transmit(typeID int32, msg []byte) {
 	if err := c.bc.Transmit(typeID, msg); err != nil {
 		c.recordError(cnc.ErrorCodeGenericError, "broadcast: "+err.Error())

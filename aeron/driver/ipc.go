@@ -281,8 +281,7 @@ func (p *ipcPublication) checkUntethered(c *conductor) {
 	limit := p.consumerPosition - p.termWindow + p.termWindow/4
 	checkTether(c.nowNs, p.subscribers, limit, p.params.untethered(),
 		func(sp *subscriberPosition) {
-			c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
-				CorrelationID: p.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: p.streamID, Channel: sp.sub.channel}))
+			c.imageGone(p.regID, p.streamID, sp)
 			fmt.Fprintf(c.log, "publication %d: untethered subscription %d set aside (linger)\n", p.regID, sp.sub.regID)
 		},
 		func(sp *subscriberPosition) {
@@ -453,13 +452,7 @@ func (p *ipcPublication) drained(c *conductor) bool {
 // endImages tells every subscriber the image is gone
 // (ON_UNAVAILABLE_IMAGE) and frees their positions.
 func (p *ipcPublication) endImages(c *conductor) {
-	for _, sp := range p.subscribers {
-		if sp.state == tetherActive { // set-aside subscribers were told already
-			c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
-				CorrelationID: p.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: p.streamID, Channel: sp.sub.channel}))
-		}
-		_ = c.counters.Free(sp.id)
-	}
+	c.releaseSubscribers(p.regID, p.streamID, p.subscribers)
 	p.subscribers = nil
 	p.log.Metadata().SetIsConnected(false)
 }

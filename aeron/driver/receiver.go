@@ -682,8 +682,7 @@ func (im *publicationImage) checkUntethered(c *conductor) {
 	limit := maxPos - im.window + im.window/4
 	changed := checkTether(c.nowNs, im.subscribers, limit, im.untethered,
 		func(sp *subscriberPosition) {
-			c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
-				CorrelationID: im.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: im.streamID, Channel: sp.sub.channel}))
+			c.imageGone(im.regID, im.streamID, sp)
 			fmt.Fprintf(c.log, "image %d: untethered subscription %d set aside (linger)\n", im.regID, sp.sub.regID)
 		},
 		func(sp *subscriberPosition) {
@@ -949,13 +948,7 @@ func (im *publicationImage) close(c *conductor) {
 		return
 	}
 	im.state = imageDone
-	for _, sp := range im.subscribers {
-		if sp.state == tetherActive { // set-aside subscribers were told already
-			c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
-				CorrelationID: im.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: im.streamID, Channel: sp.sub.channel}))
-		}
-		_ = c.counters.Free(sp.id)
-	}
+	c.releaseSubscribers(im.regID, im.streamID, im.subscribers)
 	im.subscribers = nil
 	im.publishSubscribers()
 	free := func() {

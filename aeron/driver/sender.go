@@ -679,13 +679,7 @@ func (p *networkPublication) spiesFinished() bool {
 // endSpies makes the publication's image unavailable to its spies
 // (aeron_driver_conductor_cleanup_spies).
 func (p *networkPublication) endSpies(c *conductor) {
-	for _, sp := range p.spies {
-		if sp.state == tetherActive { // set-aside spies were told already
-			c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
-				CorrelationID: p.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: p.streamID, Channel: sp.sub.channel}))
-		}
-		_ = c.counters.Free(sp.id)
-	}
+	c.releaseSubscribers(p.regID, p.streamID, p.spies)
 	p.spies = nil
 	p.publishSpies()
 }
@@ -729,8 +723,7 @@ func (p *networkPublication) checkUntetheredSpies(c *conductor, senderPosition i
 	limit := senderPosition - p.termWindow + p.termWindow/4
 	changed := checkTether(c.nowNs, p.spies, limit, p.params.untethered(),
 		func(sp *subscriberPosition) {
-			c.transmit(cnc.RspOnUnavailableImage, cnc.AppendImageUnavailable(c.buf[:0], cnc.ImageUnavailable{
-				CorrelationID: p.regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: p.streamID, Channel: sp.sub.channel}))
+			c.imageGone(p.regID, p.streamID, sp)
 			fmt.Fprintf(c.log, "publication %d: untethered spy %d set aside (linger)\n", p.regID, sp.sub.regID)
 		},
 		func(sp *subscriberPosition) {
