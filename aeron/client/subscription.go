@@ -281,19 +281,49 @@ func (img *Image) ControlledPoll(handler ControlledFragmentHandler, fragmentLimi
 	return fragments
 }
 
+// reassembly keeps one buffer per session for messages that arrive in
+// fragments.
+type reassembly map[int32]*[]byte
+
+// add takes one fragment of a fragmented message (not an unfragmented
+// one). It returns the buffer holding the message so far, the buffer's
+// length before this fragment, and whether this fragment ended a message
+// whose beginning is in the buffer. A middle or end without its beginning
+// (a subscriber that joined mid-message) is dropped: nil, 0, false.
+func (r reassembly) add(payload []byte, h *Header) (buf *[]byte, before int, end bool) {
+	flags := h.Flags()
+	sid := h.SessionID()
+	buf = r[sid]
+	if flags&protocol.FlagBegin != 0 {
+		if buf == nil {
+			b := make([]byte, 0, max(len(payload)*4, 4096))
+			buf = &b
+			r[sid] = buf
+		}
+		*buf = append((*buf)[:0], payload...)
+		return buf, 0, false
+	}
+	if buf == nil || len(*buf) == 0 {
+		return nil, 0, false
+	}
+	before = len(*buf)
+	*buf = append(*buf, payload...)
+	return buf, before, flags&protocol.FlagEnd != 0
+}
+
 // FragmentAssembler joins fragmented messages (B … E) before handing them
 // to the delegate (aeron_fragment_assembler_t). One per subscription
 // goroutine; it buffers per session and allocates only when a session's
 // buffer must grow.
 type FragmentAssembler struct {
 	delegate FragmentHandler
-	buffers  map[int32]*[]byte
+	buffers  reassembly
 	handler  FragmentHandler
 }
 
 // NewFragmentAssembler wraps delegate.
 func NewFragmentAssembler(delegate FragmentHandler) *FragmentAssembler {
-	a := &FragmentAssembler{delegate: delegate, buffers: map[int32]*[]byte{}}
+	a := &FragmentAssembler{delegate: delegate, buffers: reassembly{}}
 	a.handler = a.onFragment
 	return a
 }
@@ -303,27 +333,11 @@ func NewFragmentAssembler(delegate FragmentHandler) *FragmentAssembler {
 func (a *FragmentAssembler) Handler() FragmentHandler { return a.handler }
 
 func (a *FragmentAssembler) onFragment(payload []byte, h *Header) {
-	flags := h.Flags()
-	if flags&protocol.FlagsUnfragmented == protocol.FlagsUnfragmented {
+	if h.Flags()&protocol.FlagsUnfragmented == protocol.FlagsUnfragmented {
 		a.delegate(payload, h)
 		return
 	}
-	sid := h.SessionID()
-	buf := a.buffers[sid]
-	if flags&protocol.FlagBegin != 0 {
-		if buf == nil {
-			b := make([]byte, 0, max(len(payload)*4, 4096))
-			buf = &b
-			a.buffers[sid] = buf
-		}
-		*buf = append((*buf)[:0], payload...)
-		return
-	}
-	if buf == nil || len(*buf) == 0 {
-		return // a middle or end without its beginning (joined mid-message)
-	}
-	*buf = append(*buf, payload...)
-	if flags&protocol.FlagEnd != 0 {
+	if buf, _, end := a.buffers.add(payload, h); end {
 		a.delegate(*buf, h)
 		*buf = (*buf)[:0]
 	}
@@ -334,13 +348,13 @@ func (a *FragmentAssembler) onFragment(payload []byte, h *Header) {
 // and the message is offered again on the next poll.
 type ControlledFragmentAssembler struct {
 	delegate ControlledFragmentHandler
-	buffers  map[int32]*[]byte
+	buffers  reassembly
 	handler  ControlledFragmentHandler
 }
 
 // NewControlledFragmentAssembler wraps delegate.
 func NewControlledFragmentAssembler(delegate ControlledFragmentHandler) *ControlledFragmentAssembler {
-	a := &ControlledFragmentAssembler{delegate: delegate, buffers: map[int32]*[]byte{}}
+	a := &ControlledFragmentAssembler{delegate: delegate, buffers: reassembly{}}
 	a.handler = a.onFragment
 	return a
 }
@@ -349,27 +363,11 @@ func NewControlledFragmentAssembler(delegate ControlledFragmentHandler) *Control
 func (a *ControlledFragmentAssembler) Handler() ControlledFragmentHandler { return a.handler }
 
 func (a *ControlledFragmentAssembler) onFragment(payload []byte, h *Header) Action {
-	flags := h.Flags()
-	if flags&protocol.FlagsUnfragmented == protocol.FlagsUnfragmented {
+	if h.Flags()&protocol.FlagsUnfragmented == protocol.FlagsUnfragmented {
 		return a.delegate(payload, h)
 	}
-	sid := h.SessionID()
-	buf := a.buffers[sid]
-	if flags&protocol.FlagBegin != 0 {
-		if buf == nil {
-			b := make([]byte, 0, max(len(payload)*4, 4096))
-			buf = &b
-			a.buffers[sid] = buf
-		}
-		*buf = append((*buf)[:0], payload...)
-		return ActionContinue
-	}
-	if buf == nil || len(*buf) == 0 {
-		return ActionContinue
-	}
-	before := len(*buf)
-	*buf = append(*buf, payload...)
-	if flags&protocol.FlagEnd == 0 {
+	buf, before, end := a.buffers.add(payload, h)
+	if !end {
 		return ActionContinue
 	}
 	action := a.delegate(*buf, h)
