@@ -80,13 +80,14 @@ kcount-vm:
 ## 1000 iterations of each run, then per implementation the windows per usec and the median inside each
 ## band (issue 9; LEVELS_ROUNDS=8 LEVELS_ARGS='-s 2 -n 10000' LEVELS_BANDS='13.8-15.8 17.3-20.5')
 levels-vm:
-	$(VM) run -kernel $(KERNEL) -env ROUNDS=$(or $(LEVELS_ROUNDS),8) $(if $(LEVELS_ARGS),-env 'LEVELS_ARGS=$(LEVELS_ARGS)') $(if $(LEVELS_BANDS),-env 'BANDS=$(LEVELS_BANDS)') -script hwtest/vm/levels-vm.sh
+	$(VM) run -kernel $(KERNEL) $(if $(VM_KARGS),-kargs '$(VM_KARGS)') -env ROUNDS=$(or $(LEVELS_ROUNDS),8) $(if $(LEVELS_ARGS),-env 'LEVELS_ARGS=$(LEVELS_ARGS)') $(if $(LEVELS_BANDS),-env 'BANDS=$(LEVELS_BANDS)') -script hwtest/vm/levels-vm.sh
 
 ## threads-vm: Debian's send_bw UD pair and ibgo's, pinned; for one second of each run, every thread's run time,
 ## wait for its vCPU and schedulings, the kernel threads on the same vCPUs included (issues 9 and 16;
-## THREADS_ROUNDS=2 THREADS_TEST=send_bw THREADS_ARGS='-c UD -s 1024 -D 5'; VM_KARGS=... adds guest kernel arguments)
+## THREADS_ROUNDS=2 THREADS_TEST=send_bw THREADS_ARGS='-c UD -s 1024 -D 5' THREADS_IMPLS='c go' (cs, gs: mixed
+## pairs); VM_KARGS=... adds guest kernel arguments)
 threads-vm:
-	$(VM) run -kernel $(KERNEL) $(if $(VM_KARGS),-kargs '$(VM_KARGS)') -env ROUNDS=$(or $(THREADS_ROUNDS),2) $(if $(THREADS_TEST),-env 'THREADS_TEST=$(THREADS_TEST)') $(if $(THREADS_ARGS),-env 'THREADS_ARGS=$(THREADS_ARGS)') -script hwtest/vm/threads-vm.sh
+	$(VM) run -kernel $(KERNEL) $(if $(VM_KARGS),-kargs '$(VM_KARGS)') -env ROUNDS=$(or $(THREADS_ROUNDS),2) $(if $(THREADS_TEST),-env 'THREADS_TEST=$(THREADS_TEST)') $(if $(THREADS_ARGS),-env 'THREADS_ARGS=$(THREADS_ARGS)') $(if $(THREADS_IMPLS),-env 'IMPLS=$(THREADS_IMPLS)') -script hwtest/vm/threads-vm.sh
 
 ## sysmon-vm: Debian's send_bw UD pair with and without a 10 ms waker thread preloaded (the rate of the Go
 ## runtime's sysmon), beside ibgo's pair, pinned, interleaved (issue 16; needs gcc on the host for the waker;

@@ -23,6 +23,7 @@ import (
 // failPoll makes the next poll of m's first transport's CQ fail and waits
 // for that transport's rebuild (the first of the test).
 func failPoll(t *testing.T, m *capture, what string) {
+	t.Helper()
 	ib.FailNextPoll(m.transports()[0])
 	waitUntil(t, what, deadline, func() bool { return m.CQRebuilds.Load() == 1 })
 }

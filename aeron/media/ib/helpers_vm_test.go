@@ -164,7 +164,8 @@ func requireCleanMedia(t *testing.T, m *ib.Media) {
 	require.Zero(t, m.CQRebuilds.Load(), "endpoints rebuilt after a CQ failure")
 }
 
-// The two-guest handshake: node 2 tells node 1 over TCP when it is done.
+// The two-guest handshake: one guest tells the other over TCP when it is
+// done (usually node 2 telling node 1).
 func sendDone(t *testing.T, peer string, port int, what string) {
 	var conn net.Conn
 	var err error
@@ -178,7 +179,7 @@ func sendDone(t *testing.T, peer string, port int, what string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	require.NoError(t, err, "telling node 1 %s", what)
+	require.NoError(t, err, "telling the other guest %s", what)
 	defer conn.Close()
 	_, err = conn.Write([]byte(what + "\n"))
 	require.NoError(t, err)
@@ -191,8 +192,9 @@ func listenDone(t *testing.T, ip string, port int) net.Listener {
 	return ln
 }
 
-// awaitDone waits for node 2's line. A connection that ends without one
-// (a dial node 2 gave up on while its handshake completed here) is skipped.
+// awaitDone waits for the other guest's line. A connection that ends
+// without one (a dial the other side gave up on while its handshake
+// completed here) is skipped.
 func awaitDone(ln net.Listener, limit time.Duration) (string, error) {
 	ln.(*net.TCPListener).SetDeadline(time.Now().Add(limit))
 	for {
