@@ -345,11 +345,10 @@ func TestUnreachable(t *testing.T) {
 func TestCancelResolve(t *testing.T) {
 	_, dst := vmAddr(t, 7995)
 	_, id := newChannelID(t, PortSpaceTCP, 0)
-	var err error
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.NoError(t, id.ResolveAddr(Addr{}, dst, time.Second))
-	_, err = id.WaitEvent(ctx, EventAddrResolved)
+	_, err := id.WaitEvent(ctx, EventAddrResolved)
 	require.ErrorIs(t, err, context.Canceled)
 	// The answer arrives and is dropped; a new wait sees only new events.
 	time.Sleep(200 * time.Millisecond)
@@ -601,10 +600,9 @@ func TestTwoNodeDialListen(t *testing.T) {
 func TestAFIBBind(t *testing.T) {
 	vm, _ := vmAddr(t, 0)
 	_, id := newChannelID(t, PortSpaceIB, uverbs.QPTypeRC)
-	var err error
 	gid := netip.MustParseAddr("::ffff:" + vm.IP).As16()
 	a := Addr{IB: &IBAddr{PKey: 0xffff, GID: gid, SID: serviceID(PortSpaceIB, 7984), SIDMask: ^uint64(0)}}
-	err = id.Bind(a)
+	err := id.Bind(a)
 	t.Logf("AF_IB bind %v: %v", a, err)
 	if err != nil {
 		require.ErrorIs(t, err, syscall.ENODEV)

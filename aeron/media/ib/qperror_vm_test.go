@@ -83,14 +83,11 @@ func startCapturedPair(t *testing.T, ch string) *capturedPair {
 	return p
 }
 
-// faultedMessages is how many messages streamWithFaults sends.
-const faultedMessages = 30_000
-
-// streamWithFaults offers faultedMessages in three thirds through offer,
+// streamWithFaults offers 30,000 messages in three thirds through offer,
 // with subFault run after the first third and pubFault after the second,
 // and requires every message to arrive once and in order.
 func (p *capturedPair) streamWithFaults(t *testing.T, offer func(from, to int), subFault, pubFault func()) {
-	const n = faultedMessages
+	const n = 30_000
 	r := newReceiver(p.sub, 0)
 	done := make(chan error, 1)
 	go func() { done <- r.until(n, 5*deadline) }()
