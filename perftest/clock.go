@@ -108,10 +108,10 @@ func (c *clockSource) now() int64 {
 // preemption signal from the runtime's monitor, which under emulation costs
 // about 0.4 ms a time (async preemption was 4-5 % of write_bw's time in the
 // VM). The bandwidth loops call it between a completion and the next post,
-// never between a timestamp and the post it stamps; the latency loops do
-// not call it at all, since every instant of a ping-pong is inside some
-// sample (perftest has no yield either). It reads the clock once every
-// pacerEvery calls.
+// never between a timestamp and the post it stamps. The latency loops do
+// not call it: every instant of a ping-pong is inside some sample, so they
+// pass through the scheduler only while they wait for the peer (see
+// peerGoneCheck). It reads the clock once every pacerEvery calls.
 type pacer struct {
 	calls   uint32
 	yieldAt int64

@@ -235,6 +235,29 @@ func TestLatencyStampDoesNotYield(t *testing.T) {
 	}
 }
 
+// Issue 9: a loop waiting for its peer passes through the scheduler every
+// waitYield, so the runtime never has to preempt it with a signal (in the
+// VM those signals made send_lat drift 6 % slower over a run), and not much
+// more often than that.
+func TestWaitPassesThroughScheduler(t *testing.T) {
+	initClock()
+	n := 0
+	yield = func() { n++ }
+	defer func() { yield = runtime.Gosched }()
+	e := &engine{cfg: defaults(Test{Send, LAT})}
+	e.sess.wd.next = math.MaxInt64 // no look at the control connection
+	start := time.Now()
+	for time.Since(start) < 40*time.Millisecond {
+		require.False(t, e.peerGone())
+	}
+	el := time.Since(start)
+	// The clock is read every 4096 spins, so a pass can come late (a
+	// loaded machine, the race detector), never early.
+	every := time.Duration(waitYield)
+	assert.GreaterOrEqual(t, n, int(el/every)/2, "passes in %v", el)
+	assert.LessOrEqual(t, n, int(el/every)+1, "passes in %v", el)
+}
+
 // -F's help names the clock ibgo reads.
 func TestCPUFreqHelp(t *testing.T) {
 	u := Usage(Test{Write, LAT}, "ib_write_lat")
