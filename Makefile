@@ -8,7 +8,7 @@ VM       = $(GO) run ./hwtest/vm
 
 export CGO_ENABLED = 0
 
-.PHONY: hwtest-bin all build test test-unit test-race boundary archdoc test-vm test-vm-one demo bench-vm count-vm kcount-vm levels-vm threads-vm sysmon-vm lint cross fuzz image clean
+.PHONY: hwtest-bin all build test test-unit test-race boundary archdoc test-vm test-vm-one demo bench-vm count-vm kcount-vm levels-vm threads-vm sysmon-vm tbcount-vm lint cross fuzz image clean
 
 all: build
 
@@ -97,6 +97,16 @@ sysmon-vm:
 	@d=$$(mktemp -d) && gcc -O2 -shared -fPIC -o $$d/waker.so hwtest/experiments/waker.c -lpthread && \
 	$(if $(SYSMON_BEFORE),cp $(SYSMON_BEFORE) $$d/ibgo-before &&) \
 	$(VM) run -kernel $(KERNEL) -out $$d -env ROUNDS=$(or $(SYSMON_ROUNDS),30) -env PIN=$(or $(SYSMON_PIN),1) -env TEST=$(or $(SYSMON_TEST),send_bw) -script hwtest/vm/sysmon-vm.sh; \
+	rc=$$?; rm -rf $$d; exit $$rc
+
+## tbcount-vm: count every translated block the guest runs (a qemu TCG plugin, hwtest/experiments/tbcount.c)
+## over a window of Debian's send_lat pair and of ibgo's, pinned, and print per round trip the instructions each
+## executes in user space and in the kernel (issue 9; needs gcc on the host; TB_ROUNDS=2 TB_TEST=send_lat
+## TB_ARGS='-s 2 -n 100000')
+tbcount-vm:
+	@d=$$(mktemp -d) && gcc -O2 -Wall -shared -fPIC -fvisibility=hidden -o $$d/tbcount.so hwtest/experiments/tbcount.c -lpthread && \
+	$(VM) run -kernel $(KERNEL) -out $$d -plugin "$$d/tbcount.so,ctl=$$d/tbcmd,dir=$$d" -env ROUNDS=$(or $(TB_ROUNDS),2) -env TEST=$(or $(TB_TEST),send_lat) $(if $(TB_ARGS),-env 'TB_ARGS=$(TB_ARGS)') -script hwtest/vm/tbcount-vm.sh && \
+	$(GO) run ./hwtest/vm/tbcount $$d; \
 	rc=$$?; rm -rf $$d; exit $$rc
 
 ## image: build (or show the cached) guest image

@@ -40,6 +40,7 @@ type common struct {
 	mem     int
 	smp     int
 	kargs   string
+	plugin  string
 	out     string
 	logDir  string
 	quiet   bool
@@ -54,6 +55,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.mem, "mem", 1024, "guest memory in MiB")
 	fs.IntVar(&c.smp, "smp", 0, "vCPUs per guest (default 2 for one guest, 1 each for two)")
 	fs.StringVar(&c.kargs, "kargs", "", "extra guest kernel command-line arguments (measurements only, e.g. tsc=reliable)")
+	fs.StringVar(&c.plugin, "plugin", "", "qemu TCG plugin and its arguments, lib.so,key=value (measurements only: make tbcount-vm)")
 	fs.StringVar(&c.out, "out", "", "host directory shared into the guest at /out (virtio-9p)")
 	fs.StringVar(&c.logDir, "logdir", "", "where console logs are kept (default: the cache dir's logs/)")
 	fs.BoolVar(&c.quiet, "quiet", false, "do not stream the guest console")
@@ -167,6 +169,7 @@ func boot(c *common, name string, img *harness.Image, ovs [2]*harness.Overlay, w
 	cfg.MemMiB = c.mem
 	cfg.SMP = c.smp
 	cfg.KernelArgs = c.kargs
+	cfg.Plugin = c.plugin
 	cfg.LogDir = c.logDir
 	cfg.Name = name
 	cfg.Logf = logf

@@ -38,11 +38,14 @@ type RunConfig struct {
 	// KernelArgs are appended to the guest kernel's command line (for
 	// measurements, e.g. tsc=reliable; the test tiers leave it empty).
 	KernelArgs string
-	OutDir     string // shared into the guest at /out over virtio-9p (optional)
-	LogDir     string
-	Name       string    // log file prefix
-	Console    io.Writer // live console (nil: none)
-	Logf       Logf
+	// Plugin is a qemu TCG plugin with its arguments ("lib.so,key=value"),
+	// for measurements (make tbcount-vm); the test tiers leave it empty.
+	Plugin  string
+	OutDir  string // shared into the guest at /out over virtio-9p (optional)
+	LogDir  string
+	Name    string    // log file prefix
+	Console io.Writer // live console (nil: none)
+	Logf    Logf
 }
 
 // NodeResult is the verdict of one guest.
@@ -190,6 +193,9 @@ func Run(ctx context.Context, cfg RunConfig) (*Result, error) {
 			"-kernel", cfg.Image.Vmlinux, "-initrd", initrd,
 			"-append", fmt.Sprintf("console=ttyS0 panic=-1 oops=panic loglevel=4 edd=off ibgo.nonce=%s ibgo.topo=%s ibgo.node=%d ibgo.mtu=%d%s",
 				nonce, cfg.Topology, node, cfg.MTU, outArg(cfg.OutDir)+kernelArgs(cfg.KernelArgs)),
+		}
+		if cfg.Plugin != "" {
+			args = append(args, "-plugin", cfg.Plugin)
 		}
 		if nodes == 2 {
 			server := "off"

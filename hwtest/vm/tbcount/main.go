@@ -1,0 +1,327 @@
+// Command tbcount reads what `make tbcount-vm` recorded (hwtest/vm/tbcount-vm.sh
+// and the tbcount qemu plugin): how often each translated block of the guest
+// ran during a window of C perftest's pair and of ibgo's, and prints, per
+// round trip, the instructions each executed in user space (by object for
+// the C tools, by function for ibgo) and in the kernel, and the kernel
+// functions whose counts differ most.
+//
+// Usage: go run ./hwtest/vm/tbcount DIR
+//
+// A round trip is two POST_SEND doorbells (the entries of the kernel's
+// ib_uverbs_post_send in the window), right for send_lat and write_lat.
+// Blocks that ran more than -spin times per round trip are the waits (a
+// poll or a memory spin) and are counted apart: their number follows the
+// latency, not the work.
+package main
+
+import (
+	"bufio"
+	"debug/elf"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+type sym struct {
+	addr uint64
+	name string
+}
+
+type symtab []sym
+
+func (t symtab) find(a uint64) string {
+	i := sort.Search(len(t), func(i int) bool { return t[i].addr > a }) - 1
+	if i < 0 {
+		return "?"
+	}
+	return t[i].name
+}
+
+func (t symtab) start(name string) (uint64, bool) {
+	for _, s := range t {
+		if s.name == name {
+			return s.addr, true
+		}
+	}
+	return 0, false
+}
+
+const kernelBase = 0xffff800000000000
+
+func kallsyms(path string) (symtab, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var t symtab
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 3 || (fs[1] != "t" && fs[1] != "T") {
+			continue
+		}
+		a, err := strconv.ParseUint(fs[0], 16, 64)
+		if err == nil && a != 0 {
+			t = append(t, sym{a, fs[2]})
+		}
+	}
+	sort.Slice(t, func(i, j int) bool { return t[i].addr < t[j].addr })
+	return t, sc.Err()
+}
+
+func elfFuncs(path string) (symtab, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ss, err := f.Symbols()
+	if err != nil {
+		return nil, err
+	}
+	var t symtab
+	for _, s := range ss {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value != 0 {
+			t = append(t, sym{s.Value, s.Name})
+		}
+	}
+	sort.Slice(t, func(i, j int) bool { return t[i].addr < t[j].addr })
+	return t, nil
+}
+
+type mapping struct {
+	lo, hi uint64
+	file   string
+}
+
+func readMaps(path string) ([]mapping, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var ms []mapping
+	for _, l := range strings.Split(string(b), "\n") {
+		fs := strings.Fields(l)
+		if len(fs) < 6 || !strings.Contains(fs[1], "x") {
+			continue
+		}
+		lo, hi, ok := strings.Cut(fs[0], "-")
+		if !ok {
+			continue
+		}
+		a, err1 := strconv.ParseUint(lo, 16, 64)
+		z, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 == nil && err2 == nil {
+			ms = append(ms, mapping{a, z, filepath.Base(fs[5])})
+		}
+	}
+	return ms, nil
+}
+
+type block struct {
+	vaddr, insns, execs uint64
+}
+
+func readBlocks(path string) ([]block, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var bs []block
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		fs := strings.Fields(sc.Text())
+		if len(fs) != 3 {
+			return nil, fmt.Errorf("%s:%d: want 3 fields, have %d", path, n, len(fs))
+		}
+		var b block
+		var errs [3]error
+		b.vaddr, errs[0] = strconv.ParseUint(fs[0], 16, 64)
+		b.insns, errs[1] = strconv.ParseUint(fs[1], 10, 64)
+		b.execs, errs[2] = strconv.ParseUint(fs[2], 10, 64)
+		for _, e := range errs {
+			if e != nil {
+				return nil, fmt.Errorf("%s:%d: %v", path, n, e)
+			}
+		}
+		bs = append(bs, b)
+	}
+	return bs, sc.Err()
+}
+
+// counts is one window, per round trip.
+type counts struct {
+	trips            float64
+	user, kern       map[string]float64 // instructions by object/function
+	userTB, kernTB   float64
+	userSpin, kSpin  float64
+	userIns, kernIns float64
+}
+
+func main() {
+	spin := flag.Float64("spin", 20, "executions per round trip above which a block counts as a wait")
+	top := flag.Int("top", 15, "rows per table")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: tbcount [-spin N] [-top N] DIR")
+		os.Exit(2)
+	}
+	if err := run(flag.Arg(0), *spin, *top); err != nil {
+		fmt.Fprintln(os.Stderr, "tbcount:", err)
+		os.Exit(1)
+	}
+}
+
+func run(dir string, spin float64, top int) error {
+	ks, err := kallsyms(filepath.Join(dir, "kallsyms"))
+	if err != nil {
+		return err
+	}
+	post, ok := ks.start("ib_uverbs_post_send")
+	if !ok {
+		return fmt.Errorf("no ib_uverbs_post_send in %s/kallsyms", dir)
+	}
+	gofns, err := elfFuncs(filepath.Join(dir, "ibgo"))
+	if err != nil {
+		return err
+	}
+	names, _ := filepath.Glob(filepath.Join(dir, "*.tbc"))
+	sort.Strings(names)
+	if len(names) == 0 {
+		return fmt.Errorf("no .tbc files in %s", dir)
+	}
+	byImpl := map[string][]*counts{}
+	fmt.Printf("per round trip (2 doorbells), both processes; waits are blocks run over %.0f times per round trip\n", spin)
+	fmt.Printf("%-6s %8s %12s %10s %12s %10s %12s %12s\n", "window", "trips", "user insns", "user TBs", "kernel insns", "kernel TBs", "user waits", "kernel waits")
+	for _, n := range names {
+		name := strings.TrimSuffix(filepath.Base(n), ".tbc")
+		impl := strings.TrimRight(name, "0123456789")
+		maps, err := readMaps(filepath.Join(dir, name+".maps"))
+		if err != nil {
+			return err
+		}
+		bs, err := readBlocks(n)
+		if err != nil {
+			return err
+		}
+		c := &counts{user: map[string]float64{}, kern: map[string]float64{}}
+		for _, b := range bs {
+			if b.vaddr == post {
+				c.trips += float64(b.execs) / 2
+			}
+		}
+		if c.trips < 100 {
+			return fmt.Errorf("%s: %.0f round trips in the window, too few to count per trip", name, c.trips)
+		}
+		for _, b := range bs {
+			ins := float64(b.insns*b.execs) / c.trips
+			wait := float64(b.execs)/c.trips > spin
+			if b.vaddr >= kernelBase {
+				if wait {
+					c.kSpin += ins
+					continue
+				}
+				c.kern[ks.find(b.vaddr)] += ins
+				c.kernIns += ins
+				c.kernTB += float64(b.execs) / c.trips
+				continue
+			}
+			if wait {
+				c.userSpin += ins
+				continue
+			}
+			c.user[userName(b.vaddr, maps, gofns)] += ins
+			c.userIns += ins
+			c.userTB += float64(b.execs) / c.trips
+		}
+		byImpl[impl] = append(byImpl[impl], c)
+		fmt.Printf("%-6s %8.0f %12.0f %10.0f %12.0f %10.0f %12.0f %12.0f\n", name, c.trips, c.userIns, c.userTB, c.kernIns, c.kernTB, c.userSpin, c.kSpin)
+	}
+	impls := make([]string, 0, len(byImpl))
+	for k := range byImpl {
+		impls = append(impls, k)
+	}
+	sort.Strings(impls)
+	for _, impl := range impls {
+		fmt.Printf("\n%s, user space, instructions per round trip (mean of %d windows):\n", impl, len(byImpl[impl]))
+		printTop(mean(byImpl[impl], func(c *counts) map[string]float64 { return c.user }), nil, top)
+	}
+	if a, b := byImpl["c"], byImpl["go"]; a != nil && b != nil {
+		fmt.Printf("\nkernel functions that differ most, instructions per round trip (go - c):\n")
+		printTop(mean(b, func(c *counts) map[string]float64 { return c.kern }), mean(a, func(c *counts) map[string]float64 { return c.kern }), top)
+	}
+	return nil
+}
+
+func userName(a uint64, maps []mapping, gofns symtab) string {
+	for _, m := range maps {
+		if a >= m.lo && a < m.hi {
+			if m.file == "ibgo" {
+				return gofns.find(a)
+			}
+			return m.file
+		}
+	}
+	return "(unmapped)"
+}
+
+func mean(cs []*counts, f func(*counts) map[string]float64) map[string]float64 {
+	m := map[string]float64{}
+	for _, c := range cs {
+		for k, v := range f(c) {
+			m[k] += v / float64(len(cs))
+		}
+	}
+	return m
+}
+
+// printTop prints the largest entries of a, or with base the largest
+// differences a-base (both signs).
+func printTop(a, base map[string]float64, n int) {
+	keys := map[string]bool{}
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range base {
+		keys[k] = true
+	}
+	type row struct {
+		k       string
+		v, b, d float64
+	}
+	var rows []row
+	for k := range keys {
+		r := row{k: k, v: a[k], b: base[k]}
+		r.d = r.v - r.b
+		if base == nil {
+			r.d = r.v
+		}
+		rows = append(rows, r)
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		di, dj := rows[i].d, rows[j].d
+		if di < 0 {
+			di = -di
+		}
+		if dj < 0 {
+			dj = -dj
+		}
+		return di > dj
+	})
+	for i, r := range rows {
+		if i == n {
+			break
+		}
+		if base == nil {
+			fmt.Printf("  %9.1f  %s\n", r.v, r.k)
+		} else {
+			fmt.Printf("  %9.1f  (c %8.1f, go %8.1f)  %s\n", r.d, r.b, r.v, r.k)
+		}
+	}
+}
