@@ -77,10 +77,14 @@ kcount-vm:
 	$(VM) run -kernel $(KERNEL) $(if $(KCOUNT_TEST),-env 'KCOUNT_TEST=$(KCOUNT_TEST)') $(if $(KCOUNT_ARGS),-env 'KCOUNT_ARGS=$(KCOUNT_ARGS)') -script hwtest/vm/kcount-vm.sh
 
 ## levels-vm: Debian's send_lat pair and ibgo's in turn with -U, pinned; prints the median of every
-## 1000 iterations of each run, then per implementation the windows per usec and the median inside each
-## band (issue 9; LEVELS_ROUNDS=8 LEVELS_ARGS='-s 2 -n 10000' LEVELS_BANDS='13.8-15.8 17.3-20.5')
+## 1000 iterations of each run, then per implementation the windows per usec, the median inside each band,
+## the median of the per-round ratios to C and the drift within runs (issue 9; LEVELS_ROUNDS=8
+## LEVELS_ARGS='-s 2 -n 10000' LEVELS_BANDS='13.8-15.8 17.3-20.5' LEVELS_IMPLS='c go' (cs, gs: mixed pairs;
+## gnp: GODEBUG=asyncpreemptoff=1; go0: LEVELS_BEFORE=<an earlier static ibgo>))
 levels-vm:
-	$(VM) run -kernel $(KERNEL) $(if $(VM_KARGS),-kargs '$(VM_KARGS)') -env ROUNDS=$(or $(LEVELS_ROUNDS),8) $(if $(LEVELS_ARGS),-env 'LEVELS_ARGS=$(LEVELS_ARGS)') $(if $(LEVELS_BANDS),-env 'BANDS=$(LEVELS_BANDS)') -script hwtest/vm/levels-vm.sh
+	@d=$$(mktemp -d) && $(if $(LEVELS_BEFORE),cp $(LEVELS_BEFORE) $$d/ibgo-before &&) \
+	$(VM) run -kernel $(KERNEL) -out $$d $(if $(VM_KARGS),-kargs '$(VM_KARGS)') -env ROUNDS=$(or $(LEVELS_ROUNDS),8) $(if $(LEVELS_ARGS),-env 'LEVELS_ARGS=$(LEVELS_ARGS)') $(if $(LEVELS_BANDS),-env 'BANDS=$(LEVELS_BANDS)') $(if $(LEVELS_IMPLS),-env 'IMPLS=$(LEVELS_IMPLS)') -script hwtest/vm/levels-vm.sh; \
+	rc=$$?; rm -rf $$d; exit $$rc
 
 ## threads-vm: Debian's send_bw UD pair and ibgo's, pinned; for one second of each run, every thread's run time,
 ## wait for its vCPU and schedulings, the kernel threads on the same vCPUs included (issues 9 and 16;
