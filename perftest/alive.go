@@ -53,13 +53,14 @@ func (e *engine) peerGone() bool {
 // While it waits for the peer, a loop passes through the scheduler every
 // waitYield (4 ms). A goroutine that runs 10 ms without doing so is
 // preempted by the runtime's monitor with a signal (SIGURG), which under
-// emulation costs about 0.3 ms each time and, measured, makes a ping-pong
-// slower the longer it runs: in the 6.1 VM, send_lat's last windows of 1000
-// iterations were 6 % slower than its first with the signals and 0.2 %
-// without (make levels-vm, 20 paired rounds; C perftest's runs stay flat).
-// A pass through the scheduler here costs a few microseconds of one wait,
-// which is time a sample spends waiting anyway; the signal it replaces
-// lands in a sample too. On hardware it is one scheduler call every 4 ms.
+// emulation costs 0.3-0.4 ms each time and, measured, made a ping-pong
+// slower the longer it ran: in the 6.1 VM, send_lat's last windows of 1000
+// iterations were 3-7 % slower than its first with the signals and under
+// 1 % without (make levels-vm; C perftest's runs stay flat). A pass here
+// costs a few microseconds of one wait, which is time a sample spends
+// waiting anyway; the signal it replaces lands in a sample too. The
+// bandwidth loops' idle polls come through here as well, beside their
+// pacer. On hardware it is one scheduler call every 4 ms.
 func (e *engine) peerGoneCheck() bool {
 	w := &e.sess.wd
 	now := clk.now()

@@ -106,7 +106,7 @@ func (c *clockSource) now() int64 {
 // pacer lets the bandwidth loops pass through the scheduler every
 // yieldEvery: a goroutine that runs 10 ms without doing so gets a
 // preemption signal from the runtime's monitor, which under emulation costs
-// about 0.4 ms a time (async preemption was 4-5 % of write_bw's time in the
+// about 0.3-0.4 ms a time (async preemption was 4-5 % of write_bw's time in the
 // VM). The bandwidth loops call it between a completion and the next post,
 // never between a timestamp and the post it stamps. The latency loops do
 // not call it: every instant of a ping-pong is inside some sample, so they

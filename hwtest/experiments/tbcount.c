@@ -5,6 +5,13 @@
  * counts, "dump NAME" writes DIR/NAME.tbc, one line per block that ran:
  * "vaddr instructions executions". Arguments: ctl=FILE dir=DIR.
  *
+ * The counts are bumped by the generated code without atomics, as the API's
+ * inline add does; the vCPUs run in threads of their own, so two vCPUs
+ * running one block at the same instant can lose an increment: the counts
+ * may be slightly low, never high. A reset never writes the counters (a vCPU
+ * in the middle of its add would write the old count back); it records
+ * them as the base that a dump subtracts.
+ *
  * Written for qemu 7.2's plugin API, version 1; the few declarations it
  * needs are restated here from the API's documented signatures. Built on
  * the host by the make target, never linked into ibgo.
@@ -32,6 +39,7 @@ __attribute__((visibility("default"))) int qemu_plugin_version = 1;
 /* One record per translation; blocks translated again get another. */
 struct block {
 	uint64_t execs; /* bumped inline by the generated code, not atomically */
+	uint64_t base;  /* execs at the last reset */
 	uint64_t vaddr;
 	uint64_t insns;
 	struct block *next;
@@ -68,10 +76,13 @@ static void dump(const char *name, struct block *head)
 	o = fopen(path, "w");
 	if (!o)
 		return;
-	for (struct block *b = head; b; b = b->next)
-		if (b->execs)
+	for (struct block *b = head; b; b = b->next) {
+		uint64_t n = __atomic_load_n(&b->execs, __ATOMIC_RELAXED) - b->base;
+
+		if (n)
 			fprintf(o, "%llx %llu %llu\n", (unsigned long long)b->vaddr,
-				(unsigned long long)b->insns, (unsigned long long)b->execs);
+				(unsigned long long)b->insns, (unsigned long long)n);
+	}
 	fclose(o);
 }
 
@@ -98,7 +109,7 @@ static void *control(void *arg)
 		pthread_mutex_unlock(&mu);
 		if (strcmp(cmd, "reset") == 0) {
 			for (struct block *b = head; b; b = b->next)
-				b->execs = 0;
+				b->base = __atomic_load_n(&b->execs, __ATOMIC_RELAXED);
 		} else if (strncmp(cmd, "dump ", 5) == 0) {
 			dump(cmd + 5, head);
 		} else if (n == 0) {

@@ -9,9 +9,10 @@
 # implementation: a count per whole microsecond, and the median of the
 # windows inside each BANDS range ("lo-hi" in usec), which compares the
 # two on the same level; then, per implementation, the median over rounds
-# of its run's median over C's run in the same round (rounds share the
-# host's level), and its drift: the median over runs of (median of windows
-# 7-9) / (median of windows 1-3).
+# of its run's median (the median of the run's window medians) over C's run
+# in the same round (the runs of a round are close in time, so they are
+# more often on the same level), and its drift: the median over runs of
+# (median of windows 7-9) / (median of windows 1-3).
 # IMPLS (default "c go"): c is Debian's pair, go ibgo's; cs a C server with
 # an ibgo client, gs the reverse; gnp ibgo with GODEBUG=asyncpreemptoff=1;
 # go0 the build at /out/ibgo-before (an A/B of two builds).
@@ -30,7 +31,14 @@ cp "$(command -v ibgo)" /tmp/ibgo
 [ ! -x /out/ibgo-before ] || cp /out/ibgo-before /tmp/ibgo-before
 port=25000
 : > /tmp/runs
-for impl in $IMPLS; do : > /tmp/w.$impl; done
+for impl in $IMPLS; do
+	case $impl in
+	c | go | cs | gs | gnp) ;;
+	go0) [ -x /tmp/ibgo-before ] || { echo "go0 needs /out/ibgo-before (LEVELS_BEFORE=...)"; exit 1; } ;;
+	*) echo "unknown implementation $impl (c go cs gs gnp go0)"; exit 1 ;;
+	esac
+	: > /tmp/w.$impl
+done
 
 # median: the middle of the numbers on stdin
 median() { sort -n | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'; }
@@ -46,9 +54,7 @@ one() {
 	cs) bin="/tmp/ibgo perf $TEST" srvbin=ib_$TEST ;;
 	gs) bin=ib_$TEST srvbin="/tmp/ibgo perf $TEST" ;;
 	gnp) bin="/tmp/ibgo perf $TEST" pre="GODEBUG=asyncpreemptoff=1" ;;
-	go0) [ -x /tmp/ibgo-before ] || { echo "go0 needs /out/ibgo-before"; exit 1; }
-		bin="/tmp/ibgo-before perf $TEST" ;;
-	*) echo "unknown implementation $1 (c go cs gs gnp go0)"; exit 1 ;;
+	go0) bin="/tmp/ibgo-before perf $TEST" ;;
 	esac
 	# shellcheck disable=SC2086
 	env $pre taskset -c 0 ${srvbin:-$bin} -d rxe0 -x "$gidx" -p $port $ARGS -U > /tmp/l.srv 2>&1 &
@@ -100,8 +106,7 @@ for impl in $IMPLS; do
 done
 for impl in $IMPLS; do
 	d=$(awk -v i="$impl" '$1 == i && NF >= 11 {
-		split("", a); for (k = 3; k <= 5; k++) a[k - 2] = $k; e = med3(a[1], a[2], a[3])
-		l = med3($9, $10, $11); print l / e}
+		e = med3($3, $4, $5); l = med3($9, $10, $11); print l / e}
 		function med3(x, y, z) {return (x <= y) ? ((y <= z) ? y : ((x <= z) ? z : x)) : ((x <= z) ? x : ((y <= z) ? z : y))}' /tmp/runs | median)
 	echo "$impl drift (windows 7-9 over 1-3): median ${d:--}"
 done

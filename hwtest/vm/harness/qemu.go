@@ -39,7 +39,8 @@ type RunConfig struct {
 	// measurements, e.g. tsc=reliable; the test tiers leave it empty).
 	KernelArgs string
 	// Plugin is a qemu TCG plugin with its arguments ("lib.so,key=value"),
-	// for measurements (make tbcount-vm); the test tiers leave it empty.
+	// for measurements in one guest (make tbcount-vm); the test tiers leave
+	// it empty.
 	Plugin  string
 	OutDir  string // shared into the guest at /out over virtio-9p (optional)
 	LogDir  string
@@ -157,6 +158,9 @@ func Run(ctx context.Context, cfg RunConfig) (*Result, error) {
 		}
 	default:
 		return nil, fmt.Errorf("unknown topology %q (one or two)", cfg.Topology)
+	}
+	if cfg.Plugin != "" && nodes != 1 {
+		return nil, fmt.Errorf("a qemu plugin is for the one-guest topology only")
 	}
 	runDir, err := os.MkdirTemp("", "ibgo-vm-")
 	if err != nil {

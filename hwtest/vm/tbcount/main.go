@@ -133,6 +133,9 @@ func readBlocks(path string) ([]block, error) {
 		return nil, err
 	}
 	defer f.Close()
+	// A block translated again has one record per translation: add them
+	// up, so that a wait split in two is still a wait.
+	idx := map[[2]uint64]int{}
 	var bs []block
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
@@ -150,6 +153,12 @@ func readBlocks(path string) ([]block, error) {
 				return nil, fmt.Errorf("%s:%d: %v", path, n, e)
 			}
 		}
+		k := [2]uint64{b.vaddr, b.insns}
+		if i, ok := idx[k]; ok {
+			bs[i].execs += b.execs
+			continue
+		}
+		idx[k] = len(bs)
 		bs = append(bs, b)
 	}
 	return bs, sc.Err()
@@ -191,7 +200,16 @@ func run(dir string, spin float64, top int) error {
 	if err != nil {
 		return err
 	}
-	names, _ := filepath.Glob(filepath.Join(dir, "*.tbc"))
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, de := range ents {
+		if strings.HasSuffix(de.Name(), ".tbc") {
+			names = append(names, filepath.Join(dir, de.Name()))
+		}
+	}
 	sort.Strings(names)
 	if len(names) == 0 {
 		return fmt.Errorf("no .tbc files in %s", dir)
