@@ -2,7 +2,6 @@ package perftest
 
 import (
 	"net"
-	"runtime"
 	"syscall"
 )
 
@@ -13,10 +12,9 @@ import (
 // watchdog checks the control connection for a hang-up without reading
 // from it (the exchange after the test still needs its bytes).
 type watchdog struct {
-	rc      syscall.RawConn // nil: nothing to watch
-	spins   uint32
-	next    int64
-	yieldAt int64
+	rc    syscall.RawConn // nil: nothing to watch
+	spins uint32
+	next  int64
 }
 
 const (
@@ -24,10 +22,6 @@ const (
 	watchInterval = 100e6   // ns between polls
 	waitYield     = 4e6     // ns between passes through the scheduler while waiting
 )
-
-// yield is the scheduler pass of a waiting loop (a variable so that a test
-// can count the passes).
-var yield = runtime.Gosched
 
 func (e *engine) startWatchdog() {
 	if tc, ok := e.sess.oob.c.(*net.TCPConn); ok {
@@ -58,16 +52,14 @@ func (e *engine) peerGone() bool {
 // iterations were 3-7 % slower than its first with the signals and under
 // 1 % without (make levels-vm; C perftest's runs stay flat). A pass here
 // costs a few microseconds of one wait, which is time a sample spends
-// waiting anyway; the signal it replaces lands in a sample too. The
-// bandwidth loops' idle polls come through here as well, beside their
-// pacer. On hardware it is one scheduler call every 4 ms.
+// waiting anyway; the signal it replaces lands in a sample too. The pass is
+// the pacer's, so in the bandwidth loops, whose idle polls come here too,
+// it shares their pacer's deadline. On hardware it is one scheduler call
+// every few ms.
 func (e *engine) peerGoneCheck() bool {
 	w := &e.sess.wd
 	now := clk.now()
-	if now >= w.yieldAt {
-		w.yieldAt = now + waitYield
-		yield()
-	}
+	e.pace.pass(now, waitYield)
 	if now < w.next {
 		return false
 	}

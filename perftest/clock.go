@@ -129,9 +129,19 @@ func (p *pacer) maybeYield() {
 	}
 }
 
-func (p *pacer) yield() {
-	if t := clk.now(); t >= p.yieldAt {
-		p.yieldAt = t + yieldEvery
-		runtime.Gosched()
+func (p *pacer) yield() { p.pass(clk.now(), yieldEvery) }
+
+// pass goes through the scheduler if now is past the deadline and sets the
+// next one every ns later. The bandwidth loops come here every yieldEvery;
+// every loop's wait for the peer every waitYield (peerGoneCheck). Both
+// share the one deadline, so a loop that does both does not yield twice.
+func (p *pacer) pass(now, every int64) {
+	if now >= p.yieldAt {
+		p.yieldAt = now + every
+		gosched()
 	}
 }
+
+// gosched is runtime.Gosched (a variable so that a test can count the
+// passes).
+var gosched = runtime.Gosched

@@ -221,8 +221,8 @@ func TestClockBackwardsIsNotGiant(t *testing.T) {
 func TestLatencyStampDoesNotYield(t *testing.T) {
 	initClock()
 	yields := 0
-	yield = func() { yields++ }
-	defer func() { yield = runtime.Gosched }()
+	gosched = func() { yields++ }
+	defer func() { gosched = runtime.Gosched }()
 	e := &engine{cfg: defaults(Test{Write, LAT})}
 	e.meas.tposted = make([]int64, 1<<16)
 	end := time.Now().Add(5 * time.Millisecond) // beyond yieldEvery
@@ -246,8 +246,8 @@ func TestLatencyStampDoesNotYield(t *testing.T) {
 func TestWaitPassesThroughScheduler(t *testing.T) {
 	initClock()
 	var passes []time.Time
-	yield = func() { passes = append(passes, time.Now()) }
-	defer func() { yield = runtime.Gosched }()
+	gosched = func() { passes = append(passes, time.Now()) }
+	defer func() { gosched = runtime.Gosched }()
 	e := &engine{cfg: defaults(Test{Send, LAT})}
 	e.sess.wd.next = math.MaxInt64 // no look at the control connection
 	// The clock is read every 4096 spins, so a pass can come late (a

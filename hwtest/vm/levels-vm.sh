@@ -37,14 +37,13 @@ for impl in $IMPLS; do
 	go0) [ -x /tmp/ibgo-before ] || { echo "go0 needs /out/ibgo-before (LEVELS_BEFORE=...)"; exit 1; } ;;
 	*) echo "unknown implementation $impl (c go cs gs gnp go0)"; exit 1 ;;
 	esac
-	: > /tmp/w.$impl
 done
 
 # median: the middle of the numbers on stdin
 median() { sort -n | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'; }
 
-# one IMPL: one pair with -U; appends the run's window medians to /tmp/w.IMPL
-# and "IMPL median w1 w2 ..." to /tmp/runs
+# one IMPL: one pair with -U; appends "IMPL median w1 w2 ..." (the run's
+# window medians) to /tmp/runs
 one() {
 	port=$((port + 1))
 	srvbin="" pre=""
@@ -69,7 +68,6 @@ one() {
 		awk '$1 != k {flush(); k = $1; n = 0} {v[++n] = $2} END {flush()}
 			function flush() {if (n) printf "%s ", v[int((n + 1) / 2)]}' > /tmp/l.win
 	printf '%-3s %s\n' "$1" "$(cat /tmp/l.win)"
-	tr ' ' '\n' < /tmp/l.win | grep . >> /tmp/w.$1 || true
 	echo "$1 $(tr ' ' '\n' < /tmp/l.win | grep . | median) $(cat /tmp/l.win)" >> /tmp/runs
 }
 
@@ -85,6 +83,8 @@ while [ $r -lt "$ROUNDS" ]; do
 	r=$((r + 1))
 done
 for impl in $IMPLS; do
+	# every window median of IMPL's runs
+	awk -v i="$impl" '$1 == i {for (k = 3; k <= NF; k++) print $k}' /tmp/runs > /tmp/w.$impl
 	echo "$impl: $(wc -l < /tmp/w.$impl) windows, median $(median < /tmp/w.$impl); per usec:" \
 		"$(awk '{n[int($1)]++} END {for (k in n) print k ":" n[k]}' /tmp/w.$impl | sort -n | tr '\n' ' ')"
 	for b in $BANDS; do

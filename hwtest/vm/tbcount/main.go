@@ -166,11 +166,25 @@ func readBlocks(path string) ([]block, error) {
 
 // counts is one window, per round trip.
 type counts struct {
-	trips            float64
-	user, kern       map[string]float64 // instructions by object/function
-	userTB, kernTB   float64
-	userSpin, kSpin  float64
-	userIns, kernIns float64
+	trips      float64
+	user, kern side
+}
+
+// side is user space or the kernel: instructions by object or function,
+// their total and block count, and the instructions of the waits.
+type side struct {
+	by              map[string]float64
+	ins, tbs, waits float64
+}
+
+func (s *side) add(name func() string, ins, tbs float64, wait bool) {
+	if wait {
+		s.waits += ins
+		return
+	}
+	s.by[name()] += ins
+	s.ins += ins
+	s.tbs += tbs
 }
 
 func main() {
@@ -228,7 +242,7 @@ func run(dir string, spin float64, top int) error {
 		if err != nil {
 			return err
 		}
-		c := &counts{user: map[string]float64{}, kern: map[string]float64{}}
+		c := &counts{user: side{by: map[string]float64{}}, kern: side{by: map[string]float64{}}}
 		for _, b := range bs {
 			if b.vaddr == post {
 				c.trips += float64(b.execs) / 2
@@ -239,27 +253,15 @@ func run(dir string, spin float64, top int) error {
 		}
 		for _, b := range bs {
 			ins := float64(b.insns*b.execs) / c.trips
-			wait := float64(b.execs)/c.trips > spin
+			tbs := float64(b.execs) / c.trips
 			if b.vaddr >= kernelBase {
-				if wait {
-					c.kSpin += ins
-					continue
-				}
-				c.kern[ks.find(b.vaddr)] += ins
-				c.kernIns += ins
-				c.kernTB += float64(b.execs) / c.trips
-				continue
+				c.kern.add(func() string { return ks.find(b.vaddr) }, ins, tbs, tbs > spin)
+			} else {
+				c.user.add(func() string { return userName(b.vaddr, maps, gofns) }, ins, tbs, tbs > spin)
 			}
-			if wait {
-				c.userSpin += ins
-				continue
-			}
-			c.user[userName(b.vaddr, maps, gofns)] += ins
-			c.userIns += ins
-			c.userTB += float64(b.execs) / c.trips
 		}
 		byImpl[impl] = append(byImpl[impl], c)
-		fmt.Printf("%-6s %8.0f %12.0f %10.0f %12.0f %10.0f %12.0f %12.0f\n", name, c.trips, c.userIns, c.userTB, c.kernIns, c.kernTB, c.userSpin, c.kSpin)
+		fmt.Printf("%-6s %8.0f %12.0f %10.0f %12.0f %10.0f %12.0f %12.0f\n", name, c.trips, c.user.ins, c.user.tbs, c.kern.ins, c.kern.tbs, c.user.waits, c.kern.waits)
 	}
 	impls := make([]string, 0, len(byImpl))
 	for k := range byImpl {
@@ -268,11 +270,11 @@ func run(dir string, spin float64, top int) error {
 	sort.Strings(impls)
 	for _, impl := range impls {
 		fmt.Printf("\n%s, user space, instructions per round trip (mean of %d windows):\n", impl, len(byImpl[impl]))
-		printTop(mean(byImpl[impl], func(c *counts) map[string]float64 { return c.user }), nil, top)
+		printTop(mean(byImpl[impl], func(c *counts) map[string]float64 { return c.user.by }), nil, top)
 	}
 	if a, b := byImpl["c"], byImpl["go"]; a != nil && b != nil {
 		fmt.Printf("\nkernel functions that differ most, instructions per round trip (go - c):\n")
-		printTop(mean(b, func(c *counts) map[string]float64 { return c.kern }), mean(a, func(c *counts) map[string]float64 { return c.kern }), top)
+		printTop(mean(b, func(c *counts) map[string]float64 { return c.kern.by }), mean(a, func(c *counts) map[string]float64 { return c.kern.by }), top)
 	}
 	return nil
 }
