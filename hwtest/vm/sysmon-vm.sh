@@ -1,13 +1,18 @@
 #!/bin/sh
 # `make sysmon-vm`: runs inside the soft-RoCE guest (issue 16: why ibgo's UD
-# send_bw trails C perftest's). Per round, in turn: Debian's C perftest pair
-# as is (c), the same pair with /out/waker.so preloaded into both processes
-# (cw: one extra thread each that wakes every 10 ms, as the Go runtime's
-# sysmon does while a goroutine runs), and ibgo's pair (go). The order of c
-# and cw alternates between rounds. PIN=1 (the default) puts every server
-# on vCPU 0 and every client on vCPU 1 (taskset, all threads), which removes
-# the two-mode spread of unpinned runs (both spinners on one vCPU or not).
-# Prints each round and the medians; per-round ratios are in the rounds.
+# send_bw trails C perftest's). Per round, each of IMPLS in turn (the order
+# rotates from round to round): c is Debian's C perftest pair as is, cw the
+# same pair with /out/waker.so preloaded into both processes (one extra
+# thread each that wakes every 10 ms, as the Go runtime's sysmon does while
+# a goroutine runs), cws and cwc the waker in the server or the client only,
+# go ibgo's pair, cs a C server with an ibgo client, gs
+# an ibgo server with a C client (which side a gap follows), go0 the build
+# at /out/ibgo-before (an A/B of two builds; added to the default IMPLS when
+# it is there). PIN=1 (the default) puts every server on vCPU 0 and every
+# client on vCPU 1 (taskset, all threads), which removes the two-mode spread
+# of unpinned runs (both spinners on one vCPU or not). Prints each round
+# (ROUND r c=... cw=...) and, per implementation, the median of its number
+# and the median over rounds of its number over c's in the same round.
 # TEST (send_bw by default) picks another perftest test: a *_bw test's
 # number is the client's BW average in MB/s, a *_lat test's its typical
 # latency in usec (t_typical; lower is better).
@@ -22,9 +27,19 @@ esac
 [ -r /out/waker.so ] || { echo "no /out/waker.so (make sysmon-vm builds it)"; exit 1; }
 cp /out/waker.so /tmp/waker.so
 cp "$(command -v ibgo)" /tmp/ibgo
-# An earlier build at /out/ibgo-before also runs in every round (go0), for
-# an A/B of two ibgo builds under the same conditions.
 [ ! -x /out/ibgo-before ] || cp /out/ibgo-before /tmp/ibgo-before
+if [ -z "$IMPLS" ]; then
+	IMPLS="c cw go"
+	[ ! -x /tmp/ibgo-before ] || IMPLS="$IMPLS go0"
+fi
+for impl in $IMPLS; do
+	case $impl in
+	c | cw | cws | cwc | go | cs | gs) ;;
+	go0) [ -x /tmp/ibgo-before ] || { echo "go0 needs /out/ibgo-before (SYSMON_BEFORE=...)"; exit 1; } ;;
+	*) echo "unknown implementation $impl (c cw cws cwc go cs gs go0)"; exit 1 ;;
+	esac
+done
+case " $IMPLS " in *" c "*) ;; *) echo "IMPLS must include c, the reference"; exit 1 ;; esac
 ip=${IBGO_VM_IP:?the guest init exports IBGO_VM_IP}
 gidx=$(rocev2_gid "$ip")
 [ -n "$gidx" ] || { echo "no RoCE v2 GID for $ip on rxe0"; exit 1; }
@@ -37,18 +52,22 @@ port=22000
 # one IMPL: one $TEST pair, prints the client's number (column $col)
 one() {
 	port=$((port + 1))
-	pre=""
+	pre="" srvpre="" srvbin=""
 	case $1 in
 	c) bin=ib_$TEST ;;
-	cw) bin=ib_$TEST pre=LD_PRELOAD=/tmp/waker.so ;;
+	cw) bin=ib_$TEST pre=LD_PRELOAD=/tmp/waker.so srvpre=$pre ;;
+	cws) bin=ib_$TEST srvpre=LD_PRELOAD=/tmp/waker.so ;;
+	cwc) bin=ib_$TEST pre=LD_PRELOAD=/tmp/waker.so ;;
 	go) bin="/tmp/ibgo perf $TEST" ;;
+	cs) bin="/tmp/ibgo perf $TEST" srvbin=ib_$TEST ;;
+	gs) bin=ib_$TEST srvbin="/tmp/ibgo perf $TEST" ;;
 	go0) bin="/tmp/ibgo-before perf $TEST" ;;
 	esac
 	# shellcheck disable=SC2086
-	$TS0 env $pre $bin -d rxe0 -x "$gidx" -p $port $ARGS > /tmp/s.srv 2>&1 &
+	$TS0 env $srvpre ${srvbin:-$bin} -d rxe0 -x "$gidx" -p $port $ARGS > /tmp/s.srv 2>&1 &
 	srv=$!
 	waitport $port
-	if [ "$1" = cw ] && [ "$(ls /proc/$srv/task | wc -l)" -lt 2 ]; then
+	if [ -n "$srvpre" ] && [ "$(ls /proc/$srv/task | wc -l)" -lt 2 ]; then
 		echo "the waker did not start in the C server" >&2; exit 1
 	fi
 	# shellcheck disable=SC2086
@@ -57,26 +76,31 @@ one() {
 	awk -v col=$col '/^ #bytes/ {r = 1; next} r && NF > 3 {print $col; exit}' /tmp/s.cli
 }
 
-median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+median() { grep . | sort -n | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'; }
 
-echo "$TEST $ARGS, $ROUNDS rounds, pinned: ${PIN:-1}"
-cs="" ws="" gs="" os=""
+echo "$TEST $ARGS, $ROUNDS rounds, pinned: ${PIN:-1}, implementations: $IMPLS"
+: > /tmp/rounds
 r=0
 while [ $r -lt "$ROUNDS" ]; do
-	if [ $((r % 2)) -eq 0 ]; then c=$(one c); w=$(one cw); else w=$(one cw); c=$(one c); fi
-	o=""
-	if [ -x /tmp/ibgo-before ]; then
-		if [ $((r % 2)) -eq 0 ]; then g=$(one go); o=" go0=$(one go0)"; else o=" go0=$(one go0)"; g=$(one go); fi
-	else
-		g=$(one go)
-	fi
-	echo "ROUND $r c=$c cw=$w go=$g$o"
-	cs="$cs $c" ws="$ws $w" gs="$gs $g" os="$os ${o#*=}"
+	# shellcheck disable=SC2086
+	set -- $IMPLS
+	k=$((r % $#))
+	while [ $k -gt 0 ]; do x=$1; shift; set -- "$@" "$x"; k=$((k - 1)); done
+	line=""
+	for impl in "$@"; do line="$line $impl=$(one "$impl")"; done
+	echo "ROUND $r$line" | tee -a /tmp/rounds
 	r=$((r + 1))
 done
-cm=$(echo "$cs" | median) wm=$(echo "$ws" | median) gm=$(echo "$gs" | median)
-awk -v u="$unit" -v c="$cm" -v w="$wm" -v g="$gm" 'BEGIN {printf "medians %s: c %s, cw %s, go %s; cw/c %.3f, go/c %.3f\n", u, c, w, g, w / c, g / c}'
-if [ -x /tmp/ibgo-before ]; then
-	om=$(echo "$os" | median)
-	awk -v o="$om" -v g="$gm" 'BEGIN {printf "go0 (the earlier build) %s; go/go0 %.3f\n", o, g / o}'
-fi
+# per implementation: the median of its numbers, and the median over rounds
+# of its number over c's in the same round (rounds where either is missing
+# are left out)
+for impl in $IMPLS; do
+	m=$(awk -v i="$impl" '{for (k = 3; k <= NF; k++) {split($k, kv, "="); if (kv[1] == i && kv[2] != "") print kv[2]}}' /tmp/rounds | median)
+	[ "$impl" != c ] || { echo "c: median $m $unit"; continue; }
+	rs=$(awk -v i="$impl" '{c = ""; g = ""
+		for (k = 3; k <= NF; k++) {split($k, kv, "="); if (kv[1] == "c") c = kv[2]; if (kv[1] == i) g = kv[2]}
+		if (c != "" && g != "" && c > 0) print g / c}' /tmp/rounds)
+	n=$(echo "$rs" | grep -c . || true)
+	above=$(echo "$rs" | awk '$1 > 1' | wc -l)
+	echo "$impl: median $m $unit; $impl/c per round: median $(echo "$rs" | median) over $n rounds, above 1 in $above"
+done
