@@ -6,8 +6,10 @@ import (
 
 // The bandwidth loops (perftest_resources.c: run_iter_bw,
 // run_iter_bw_server, run_iter_bi, perform_warm_up). Per message they post,
-// poll and, without -N, read the clock; nothing else: no allocation, no
-// lock, no interface call, no division.
+// poll, count for the pacer and, without -N, read the clock; nothing else:
+// no allocation, no lock, no division. The one interface call is the post
+// (sendPoster), so that a test can time the loop over a fake QP; the QP's
+// own PostSend makes another to its provider anyway.
 
 // pollBatch is how many completions one poll takes (CTX_POLL_BATCH).
 const pollBatch = 16
@@ -24,6 +26,7 @@ func (e *engine) resetTimes(n int) {
 // sendSide is the requester's state in the bandwidth loops.
 type sendSide struct {
 	s          *wrSet
+	qps        []sendPoster
 	scnt, ccnt []uint64 // per QP: posted and completed
 	totS, totC uint64
 	tot        uint64 // iterations × QPs (iterations mode)
@@ -38,7 +41,11 @@ type sendSide struct {
 func (e *engine) newSendSide(size int) *sendSide {
 	c := e.cfg
 	nq := len(e.res.qps)
-	return &sendSide{s: e.sendWRs(size), scnt: make([]uint64, nq), ccnt: make([]uint64, nq),
+	qps := make([]sendPoster, nq)
+	for i, qp := range e.res.qps {
+		qps[i] = qp
+	}
+	return &sendSide{s: e.sendWRs(size), qps: qps, scnt: make([]uint64, nq), ccnt: make([]uint64, nq),
 		tot: uint64(c.Iters) * uint64(nq), iters: uint64(c.Iters), cqMod: uint64(c.CQMod),
 		postList: uint64(c.PostList), txDepth: uint64(c.TxDepth), durMode: c.Duration != 0, peak: !c.NoPeak}
 }
@@ -127,13 +134,17 @@ func (e *engine) iterBW(size int, mode runMode) error {
 
 // fillSQ is run_iter_bw's inner loop for QP i: post while the QP has room
 // in its TX depth, signalling every cq_mod-th work request and the last.
+// Each post counts for the pacer first (before its stamp): one call can
+// post tx_depth work requests, which under emulation takes longer than the
+// runtime lets a goroutine run without passing through the scheduler.
 func (e *engine) fillSQ(i int, ss *sendSide, dur *durationClock) error {
 	wrs := ss.s.wrs[i]
 	wr := &wrs[0]
-	qp := e.res.qps[i]
+	qp := ss.qps[i]
 	cqMod, postList, iters := ss.cqMod, ss.postList, ss.iters
 	moderate := postList == 1 && cqMod > 1
 	for (ss.scnt[i] < iters || ss.durMode) && ss.scnt[i]-ss.ccnt[i]+postList <= ss.txDepth {
+		e.pace.spend(postCost)
 		scnt := ss.scnt[i]
 		if moderate && scnt%cqMod == 0 && !(scnt == iters-1 && !ss.durMode) {
 			wr.Flags &^= uverbs.SendSignaled
@@ -286,7 +297,7 @@ func (e *engine) iterBWServer(size int, mode runMode) error {
 				return err
 			}
 		}
-		e.pace.maybeYield()
+		e.pace.spend(uint32(n) * postCost)
 	}
 	if dur != nil {
 		e.finishDuration(dur)
@@ -377,7 +388,7 @@ func (e *engine) iterBi(size int) error {
 		if n == 0 && !ss.durMode && stall.stalled(e, totR) {
 			return &Error{Kind: KindStall, op: opStall, Done: totR, Value: int(ss.tot)}
 		}
-		e.pace.maybeYield()
+		e.pace.spend(1 + uint32(n)*postCost)
 	}
 	if !ss.peak && !ss.durMode {
 		e.meas.tcompleted[0] = clk.now()

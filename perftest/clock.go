@@ -111,20 +111,35 @@ func (c *clockSource) now() int64 {
 // never between a timestamp and the post it stamps. The latency loops do
 // not call it: every instant of a ping-pong is inside some sample, so they
 // pass through the scheduler only while they wait for the peer (see
-// peerGoneCheck). It reads the clock once every pacerEvery calls.
+// peerGoneCheck).
+//
+// It reads the clock once the loop has done readEvery units of work since
+// the last read: an idle poll is one unit, a post (or a completion handled)
+// postCost. Counting calls alone was not enough: under emulation one post
+// of a UD send takes about 46 us, the sending loop posts up to tx_depth of
+// them between two of its outer iterations, and 64 iterations could run
+// well past 10 ms, so the monitor's signals came back (ibgo's UD send_bw
+// client was 5-9 % slower than perftest's; see docs/perf.md).
 type pacer struct {
-	calls   uint32
+	work    uint32 // units since the clock was last read
 	yieldAt int64
 }
 
 const (
 	yieldEvery = 2e6 // ns
-	pacerEvery = 64  // calls between clock reads
+	readEvery  = 64  // units of work between clock reads
+	postCost   = 4   // units per post or completion handled; an idle poll is 1
 )
 
-func (p *pacer) maybeYield() {
-	p.calls++
-	if p.calls%pacerEvery == 0 {
+// maybeYield accounts one idle poll.
+func (p *pacer) maybeYield() { p.spend(1) }
+
+// spend accounts units of work and, every readEvery of them, reads the
+// clock and yields if the deadline has passed.
+func (p *pacer) spend(units uint32) {
+	p.work += units
+	if p.work >= readEvery {
+		p.work = 0
 		p.yield()
 	}
 }
