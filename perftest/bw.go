@@ -7,9 +7,9 @@ import (
 // The bandwidth loops (perftest_resources.c: run_iter_bw,
 // run_iter_bw_server, run_iter_bi, perform_warm_up). Per message they post,
 // poll, count for the pacer and, without -N, read the clock; nothing else:
-// no allocation, no lock, no division. The one interface call is the post
-// (sendPoster), so that a test can time the loop over a fake QP; the QP's
-// own PostSend makes another to its provider anyway.
+// no allocation, no lock. The one interface call is the post (sendPoster),
+// so that a test can time the loop over a fake QP; the QP's own PostSend
+// makes another to its provider anyway.
 
 // pollBatch is how many completions one poll takes (CTX_POLL_BATCH).
 const pollBatch = 16
@@ -41,11 +41,7 @@ type sendSide struct {
 func (e *engine) newSendSide(size int) *sendSide {
 	c := e.cfg
 	nq := len(e.res.qps)
-	qps := make([]sendPoster, nq)
-	for i, qp := range e.res.qps {
-		qps[i] = qp
-	}
-	return &sendSide{s: e.sendWRs(size), qps: qps, scnt: make([]uint64, nq), ccnt: make([]uint64, nq),
+	return &sendSide{s: e.sendWRs(size), qps: e.sendPosters(), scnt: make([]uint64, nq), ccnt: make([]uint64, nq),
 		tot: uint64(c.Iters) * uint64(nq), iters: uint64(c.Iters), cqMod: uint64(c.CQMod),
 		postList: uint64(c.PostList), txDepth: uint64(c.TxDepth), durMode: c.Duration != 0, peak: !c.NoPeak}
 }
@@ -143,8 +139,9 @@ func (e *engine) fillSQ(i int, ss *sendSide, dur *durationClock) error {
 	qp := ss.qps[i]
 	cqMod, postList, iters := ss.cqMod, ss.postList, ss.iters
 	moderate := postList == 1 && cqMod > 1
+	units := postUnits(postList)
 	for (ss.scnt[i] < iters || ss.durMode) && ss.scnt[i]-ss.ccnt[i]+postList <= ss.txDepth {
-		e.pace.spend(postCost)
+		e.pace.spend(units)
 		scnt := ss.scnt[i]
 		if moderate && scnt%cqMod == 0 && !(scnt == iters-1 && !ss.durMode) {
 			wr.Flags &^= uverbs.SendSignaled
@@ -421,11 +418,16 @@ func signalled(wrs []uverbs.SendWR) int {
 // post list (its last signalled), then wait for exactly the completions
 // those signalled requests produce.
 func (e *engine) warmUp(size int) error {
+	return e.warmUpWith(e.sendWRs(size), e.sendPosters(), e.res.sendCQ)
+}
+
+// sendPosters is the test's QPs as what the send loops post to.
+func (e *engine) sendPosters() []sendPoster {
 	qps := make([]sendPoster, len(e.res.qps))
 	for i, qp := range e.res.qps {
 		qps[i] = qp
 	}
-	return e.warmUpWith(e.sendWRs(size), qps, e.res.sendCQ)
+	return qps
 }
 
 // sendPoster and poller are what warmUpWith needs of a QP and a CQ.
@@ -447,7 +449,9 @@ func (e *engine) warmUpWith(s *wrSet, qps []sendPoster, sendCQ poller) error {
 	posts := warmUpPosts(e.cfg)
 	for i, qp := range qps {
 		want := 0
+		units := postUnits(uint64(len(s.wrs[i])))
 		for k := 0; k < posts; k++ {
+			e.pace.spend(units) // outside the measurement: no stamp to keep clear
 			if _, err := qp.PostSend(s.wrs[i]); err != nil {
 				return &Error{Kind: KindPost, op: opWarmUp, QP: i, Sent: uint64(k), Err: err}
 			}

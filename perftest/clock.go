@@ -107,15 +107,17 @@ func (c *clockSource) now() int64 {
 // yieldEvery: a goroutine that runs 10 ms without doing so gets a
 // preemption signal from the runtime's monitor, which under emulation costs
 // about 0.3-0.4 ms a time (async preemption was 4-5 % of write_bw's time in the
-// VM). The bandwidth loops call it between a completion and the next post,
-// never between a timestamp and the post it stamps. The latency loops do
+// VM). The bandwidth loops call it before each post's timestamp and
+// between polls, never between a timestamp and the post it stamps. The latency loops do
 // not call it: every instant of a ping-pong is inside some sample, so they
 // pass through the scheduler only while they wait for the peer (see
 // peerGoneCheck).
 //
 // It reads the clock once the loop has done readEvery units of work since
-// the last read: an idle poll is one unit, a post (or a completion handled)
-// postCost. Counting calls alone was not enough: under emulation one post
+// the last read: an idle poll is one unit, each work request posted
+// postCost (a post list counts its length, up to listCap), a handled receive
+// completion postCost too (it may repost). Counting calls alone was not
+// enough: under emulation one post
 // of a UD send takes about 46 us, the sending loop posts up to tx_depth of
 // them between two of its outer iterations, and 64 iterations could run
 // well past 10 ms, so the monitor's signals came back (ibgo's UD send_bw
@@ -128,8 +130,13 @@ type pacer struct {
 const (
 	yieldEvery = 2e6 // ns
 	readEvery  = 64  // units of work between clock reads
-	postCost   = 4   // units per post or completion handled; an idle poll is 1
+	postCost   = 4   // units per work request posted or receive handled; an idle poll is 1
+	listCap    = 16  // a post list counts at most this many work requests
 )
+
+// postUnits is what one post of a list of n work requests counts: on rxe
+// one doorbell carries the whole list, so its time grows with n.
+func postUnits(n uint64) uint32 { return postCost * uint32(min(n, listCap)) }
 
 // maybeYield accounts one idle poll.
 func (p *pacer) maybeYield() { p.spend(1) }

@@ -270,36 +270,46 @@ func TestWaitPassesThroughScheduler(t *testing.T) {
 // requests, and under emulation (a UD send on rxe takes about 46 us to
 // post) that ran past the 10 ms after which the runtime preempts a
 // goroutine with a signal; ibgo's UD send_bw client was 5-9 % slower than
-// perftest's for it. Here each post of a fake QP takes 250 us: 64 of them
-// in one fillSQ call must pass through the scheduler several times (before
-// the fix, never), and never between a post's timestamp and the post.
+// perftest's for it. Here each post of a fake QP takes a fixed time: one
+// fillSQ call must pass through the scheduler several times (before the
+// fix, never), and never between a post's timestamp and the post. A post
+// list takes longer per post (one doorbell for the list), so it counts for
+// more: 12 lists of 16 at 1 ms each pass too.
 func TestSendLoopPassesThroughScheduler(t *testing.T) {
 	initClock()
 	var passes []int64
 	gosched = func() { passes = append(passes, clk.now()) }
 	defer func() { gosched = runtime.Gosched }()
-	const posts = 64
-	c := defaults(Test{Send, BW})
-	c.Iters, c.TxDepth, c.CQMod = posts, posts, posts
-	e := &engine{cfg: c, ctx: context.Background()}
-	e.meas.tposted = make([]int64, posts)
-	l := sendList{op: uverbs.WRSend, flags: uverbs.SendSignaled, size: 64, postList: 1, cqMod: posts, pageSize: 4096, base: 1 << 20}
-	wrs, sges := l.build()
-	ss := &sendSide{s: &wrSet{wrs: [][]uverbs.SendWR{wrs}, sges: [][]uverbs.SGE{sges}}, scnt: make([]uint64, 1), ccnt: make([]uint64, 1),
-		tot: posts, iters: posts, cqMod: posts, postList: 1, txDepth: posts, peak: true}
-	late := 0
-	ss.qps = []sendPoster{postFunc(func(wr []uverbs.SendWR) (int, error) {
-		if n := len(passes); n > 0 && passes[n-1] > e.meas.tposted[ss.totS] {
-			late++ // a pass between this post's stamp and the post
-		}
-		for end := time.Now().Add(250 * time.Microsecond); time.Now().Before(end); {
-		}
-		return len(wr), nil
-	})}
-	require.NoError(t, e.fillSQ(0, ss, nil))
-	require.EqualValues(t, posts, ss.totS, "fillSQ posted the whole TX depth")
-	assert.GreaterOrEqual(t, len(passes), 3, "passes through the scheduler in 64 posts of 250 us")
-	assert.Zero(t, late, "passes between a stamp and its post")
+	for _, tc := range []struct {
+		postList, posts int
+		each            time.Duration
+	}{{1, 64, 250 * time.Microsecond}, {16, 12, time.Millisecond}} {
+		passes = passes[:0]
+		iters := tc.postList * tc.posts
+		c := defaults(Test{Send, BW})
+		c.Iters, c.TxDepth, c.CQMod, c.PostList = iters, iters, tc.postList, tc.postList
+		e := &engine{cfg: c, ctx: context.Background()}
+		e.meas.tposted = make([]int64, iters)
+		l := sendList{op: uverbs.WRSend, flags: uverbs.SendSignaled, size: 64, postList: tc.postList, cqMod: tc.postList,
+			pageSize: 4096, base: 1 << 20}
+		wrs, sges := l.build()
+		ss := &sendSide{s: &wrSet{wrs: [][]uverbs.SendWR{wrs}, sges: [][]uverbs.SGE{sges}}, scnt: make([]uint64, 1),
+			ccnt: make([]uint64, 1), tot: uint64(iters), iters: uint64(iters), cqMod: uint64(tc.postList),
+			postList: uint64(tc.postList), txDepth: uint64(iters), peak: true}
+		late := 0
+		ss.qps = []sendPoster{postFunc(func(wr []uverbs.SendWR) (int, error) {
+			if n := len(passes); n > 0 && passes[n-1] > e.meas.tposted[ss.totS] {
+				late++ // a pass between this post's stamp and the post
+			}
+			for end := time.Now().Add(tc.each); time.Now().Before(end); {
+			}
+			return len(wr), nil
+		})}
+		require.NoError(t, e.fillSQ(0, ss, nil))
+		require.EqualValues(t, iters, ss.totS, "%+v: fillSQ posted the whole TX depth", tc)
+		assert.GreaterOrEqual(t, len(passes), 3, "%+v: passes through the scheduler", tc)
+		assert.Zero(t, late, "%+v: passes between a stamp and its post", tc)
+	}
 }
 
 type postFunc func(wr []uverbs.SendWR) (int, error)
