@@ -97,11 +97,12 @@ threads-vm:
 ## runtime's sysmon), beside ibgo's pair, pinned, interleaved (issue 16; needs gcc on the host for the waker;
 ## SYSMON_ROUNDS=30 SYSMON_PIN=1 SYSMON_TEST=send_bw, or a *_lat test such as send_lat; SYSMON_BEFORE=<an
 ## earlier static ibgo> adds it to every round as go0, an A/B of two builds; SYSMON_IMPLS='c cw go' picks the
-## pairs: cs a C server with an ibgo client, gs the reverse)
+## pairs: cs a C server with an ibgo client, gs the reverse, cws/cwc the waker in one C side only, go0;
+## SYSMON_ARGS replaces the test's flags, e.g. '-c UD -s 1024 -n 50000'; VM_KARGS adds kernel arguments)
 sysmon-vm:
 	@d=$$(mktemp -d) && gcc -O2 -shared -fPIC -o $$d/waker.so hwtest/experiments/waker.c -lpthread && \
 	$(if $(SYSMON_BEFORE),cp $(SYSMON_BEFORE) $$d/ibgo-before &&) \
-	$(VM) run -kernel $(KERNEL) -out $$d $(if $(VM_KARGS),-kargs '$(VM_KARGS)') -env ROUNDS=$(or $(SYSMON_ROUNDS),30) -env PIN=$(or $(SYSMON_PIN),1) -env TEST=$(or $(SYSMON_TEST),send_bw) $(if $(SYSMON_IMPLS),-env 'IMPLS=$(SYSMON_IMPLS)') -script hwtest/vm/sysmon-vm.sh; \
+	$(VM) run -kernel $(KERNEL) -out $$d $(if $(VM_KARGS),-kargs '$(VM_KARGS)') -env ROUNDS=$(or $(SYSMON_ROUNDS),30) -env PIN=$(or $(SYSMON_PIN),1) -env TEST=$(or $(SYSMON_TEST),send_bw) $(if $(SYSMON_IMPLS),-env 'IMPLS=$(SYSMON_IMPLS)') $(if $(SYSMON_ARGS),-env 'SYSMON_ARGS=$(SYSMON_ARGS)') -script hwtest/vm/sysmon-vm.sh; \
 	rc=$$?; rm -rf $$d; exit $$rc
 
 ## tbcount-vm: count every translated block the guest runs (a qemu TCG plugin, hwtest/experiments/tbcount.c)

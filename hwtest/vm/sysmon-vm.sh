@@ -1,7 +1,7 @@
 #!/bin/sh
 # `make sysmon-vm`: runs inside the soft-RoCE guest (issue 16: why ibgo's UD
 # send_bw trails C perftest's). Per round, each of IMPLS in turn (the order
-# rotates from round to round): c is Debian's C perftest pair as is, cw the
+# rotates and reverses from round to round): c is Debian's C perftest pair as is, cw the
 # same pair with /out/waker.so preloaded into both processes (one extra
 # thread each that wakes every 10 ms, as the Go runtime's sysmon does while
 # a goroutine runs), cws and cwc the waker in the server or the client only,
@@ -49,13 +49,14 @@ if [ "${PIN:-1}" = 1 ]; then
 fi
 port=22000
 
-# one IMPL: one $TEST pair, prints the client's number (column $col)
+# one IMPL PORT: one $TEST pair on PORT, prints the client's number (column
+# $col). It runs in a command substitution: the caller counts the ports.
 one() {
-	port=$((port + 1))
+	port=$2
 	pre="" srvpre="" srvbin=""
 	case $1 in
 	c) bin=ib_$TEST ;;
-	cw) bin=ib_$TEST pre=LD_PRELOAD=/tmp/waker.so srvpre=$pre ;;
+	cw) bin=ib_$TEST pre=LD_PRELOAD=/tmp/waker.so srvpre=LD_PRELOAD=/tmp/waker.so ;;
 	cws) bin=ib_$TEST srvpre=LD_PRELOAD=/tmp/waker.so ;;
 	cwc) bin=ib_$TEST pre=LD_PRELOAD=/tmp/waker.so ;;
 	go) bin="/tmp/ibgo perf $TEST" ;;
@@ -82,25 +83,45 @@ echo "$TEST $ARGS, $ROUNDS rounds, pinned: ${PIN:-1}, implementations: $IMPLS"
 : > /tmp/rounds
 r=0
 while [ $r -lt "$ROUNDS" ]; do
+	# the order rotates by one each round and runs backwards every other
+	# round, so no pair always follows the same one
 	# shellcheck disable=SC2086
 	set -- $IMPLS
 	k=$((r % $#))
 	while [ $k -gt 0 ]; do x=$1; shift; set -- "$@" "$x"; k=$((k - 1)); done
+	if [ $((r % 2)) -eq 1 ]; then
+		rev=""
+		for impl in "$@"; do rev="$impl $rev"; done
+		# shellcheck disable=SC2086
+		set -- $rev
+	fi
 	line=""
-	for impl in "$@"; do line="$line $impl=$(one "$impl")"; done
+	for impl in "$@"; do
+		port=$((port + 1))
+		line="$line $impl=$(one "$impl" $port)"
+	done
 	echo "ROUND $r$line" | tee -a /tmp/rounds
 	r=$((r + 1))
 done
-# per implementation: the median of its numbers, and the median over rounds
-# of its number over c's in the same round (rounds where either is missing
+# ratio A B: per round, A's number over B's (rounds where either is missing
 # are left out)
+ratio() {
+	awk -v a="$1" -v b="$2" '{x = ""; y = ""
+		for (k = 3; k <= NF; k++) {split($k, kv, "="); if (kv[1] == a) x = kv[2]; if (kv[1] == b) y = kv[2]}
+		if (x != "" && y != "" && y > 0) print x / y}' /tmp/rounds
+}
+# per implementation: the median of its numbers, and the median over rounds
+# of its number over c's in the same round (the lower middle of an even
+# count; for a *_lat test above 1 is slower)
 for impl in $IMPLS; do
 	m=$(awk -v i="$impl" '{for (k = 3; k <= NF; k++) {split($k, kv, "="); if (kv[1] == i && kv[2] != "") print kv[2]}}' /tmp/rounds | median)
 	[ "$impl" != c ] || { echo "c: median $m $unit"; continue; }
-	rs=$(awk -v i="$impl" '{c = ""; g = ""
-		for (k = 3; k <= NF; k++) {split($k, kv, "="); if (kv[1] == "c") c = kv[2]; if (kv[1] == i) g = kv[2]}
-		if (c != "" && g != "" && c > 0) print g / c}' /tmp/rounds)
+	rs=$(ratio "$impl" c)
 	n=$(echo "$rs" | grep -c . || true)
 	above=$(echo "$rs" | awk '$1 > 1' | wc -l)
 	echo "$impl: median $m $unit; $impl/c per round: median $(echo "$rs" | median) over $n rounds, above 1 in $above"
 done
+rs=$(ratio go go0)
+if [ -n "$rs" ]; then
+	echo "go/go0 (this build over the earlier one) per round: median $(echo "$rs" | median) over $(echo "$rs" | grep -c .) rounds, above 1 in $(echo "$rs" | awk '$1 > 1' | wc -l)"
+fi
