@@ -106,22 +106,22 @@ func (c *clockSource) now() int64 {
 // pacer lets the bandwidth loops pass through the scheduler every
 // yieldEvery: a goroutine that runs 10 ms without doing so gets a
 // preemption signal from the runtime's monitor, which under emulation costs
-// about 0.3-0.4 ms a time (async preemption was 4-5 % of write_bw's time in the
-// VM). The bandwidth loops call it before each post's timestamp and
-// between polls, never between a timestamp and the post it stamps. The latency loops do
-// not call it: every instant of a ping-pong is inside some sample, so they
-// pass through the scheduler only while they wait for the peer (see
-// peerGoneCheck).
+// about 0.3-0.4 ms a time (async preemption was 4-5 % of write_bw's time in
+// the VM). The bandwidth loops call it before each post's timestamp and
+// between polls, never between a timestamp and the post it stamps. The
+// latency loops do not call it: every instant of a ping-pong is inside some
+// sample, so they pass through the scheduler only while they wait for the
+// peer (see peerGoneCheck).
 //
 // It reads the clock once the loop has done readEvery units of work since
 // the last read: an idle poll is one unit, each work request posted
-// postCost (a post list counts its length, up to listCap), a handled receive
-// completion postCost too (it may repost). Counting calls alone was not
-// enough: under emulation one post
-// of a UD send takes about 46 us, the sending loop posts up to tx_depth of
-// them between two of its outer iterations, and 64 iterations could run
-// well past 10 ms, so the monitor's signals came back (ibgo's UD send_bw
-// client was 5-9 % slower than perftest's; see docs/perf.md).
+// postCost (a post list counts its length, up to listCap), a handled
+// receive completion postCost too (it may repost). Counting calls alone was
+// not enough: under emulation a UD send costs the sending thread about
+// 46 us, the sending loop posts up to tx_depth of them between two of its
+// outer iterations, and 64 iterations could run well past 10 ms, so the
+// monitor's signals came back (ibgo's UD send_bw client was 5-9 % slower
+// than perftest's; see docs/perf.md).
 type pacer struct {
 	work    uint32 // units since the clock was last read
 	yieldAt int64

@@ -228,12 +228,19 @@ func run(dir string, spin float64, top int) error {
 	if len(names) == 0 {
 		return fmt.Errorf("no .tbc files in %s", dir)
 	}
-	byImpl := map[string][]*counts{}
-	fmt.Printf("per round trip (2 doorbells), both processes; waits are blocks run over %.0f times per round trip\n", spin)
-	fmt.Printf("%-6s %8s %12s %10s %12s %10s %12s %12s\n", "window", "trips", "user insns", "user TBs", "kernel insns", "kernel TBs", "user waits", "kernel waits")
+	// Read every window first: a block is a wait in all of them if it is
+	// one in any (a block run about -spin times per round trip would
+	// otherwise be work in one window and a wait in the next, and show as a
+	// difference between the two).
+	type window struct {
+		name, impl string
+		maps       []mapping
+		bs         []block
+		trips      float64
+	}
+	var wins []window
 	for _, n := range names {
 		name := strings.TrimSuffix(filepath.Base(n), ".tbc")
-		impl := strings.TrimRight(name, "0123456789")
 		maps, err := readMaps(filepath.Join(dir, name+".maps"))
 		if err != nil {
 			return err
@@ -242,26 +249,33 @@ func run(dir string, spin float64, top int) error {
 		if err != nil {
 			return err
 		}
-		c := &counts{user: side{by: map[string]float64{}}, kern: side{by: map[string]float64{}}}
-		for _, b := range bs {
-			if b.vaddr == post {
-				c.trips += float64(b.execs) / 2
-			}
+		trips := roundTrips(bs, post)
+		if trips < 100 {
+			return fmt.Errorf("%s: %.0f round trips in the window, too few to count per trip", name, trips)
 		}
-		if c.trips < 100 {
-			return fmt.Errorf("%s: %.0f round trips in the window, too few to count per trip", name, c.trips)
-		}
-		for _, b := range bs {
+		wins = append(wins, window{name, strings.TrimRight(name, "0123456789"), maps, bs, trips})
+	}
+	bss, trips := make([][]block, len(wins)), make([]float64, len(wins))
+	for i, w := range wins {
+		bss[i], trips[i] = w.bs, w.trips
+	}
+	waits := waitBlocks(bss, trips, spin)
+	byImpl := map[string][]*counts{}
+	fmt.Printf("per round trip (2 doorbells), both processes; waits are blocks run over %.0f times per round trip\n", spin)
+	fmt.Printf("%-6s %8s %12s %10s %12s %10s %12s %12s\n", "window", "trips", "user insns", "user TBs", "kernel insns", "kernel TBs", "user waits", "kernel waits")
+	for _, w := range wins {
+		c := &counts{trips: w.trips, user: side{by: map[string]float64{}}, kern: side{by: map[string]float64{}}}
+		for _, b := range w.bs {
 			ins := float64(b.insns*b.execs) / c.trips
 			tbs := float64(b.execs) / c.trips
 			if b.vaddr >= kernelBase {
-				c.kern.add(func() string { return ks.find(b.vaddr) }, ins, tbs, tbs > spin)
+				c.kern.add(func() string { return ks.find(b.vaddr) }, ins, tbs, waits[b.vaddr])
 			} else {
-				c.user.add(func() string { return userName(b.vaddr, maps, gofns) }, ins, tbs, tbs > spin)
+				c.user.add(func() string { return userName(b.vaddr, w.maps, gofns) }, ins, tbs, waits[b.vaddr])
 			}
 		}
-		byImpl[impl] = append(byImpl[impl], c)
-		fmt.Printf("%-6s %8.0f %12.0f %10.0f %12.0f %10.0f %12.0f %12.0f\n", name, c.trips, c.user.ins, c.user.tbs, c.kern.ins, c.kern.tbs, c.user.waits, c.kern.waits)
+		byImpl[w.impl] = append(byImpl[w.impl], c)
+		fmt.Printf("%-6s %8.0f %12.0f %10.0f %12.0f %10.0f %12.0f %12.0f\n", w.name, c.trips, c.user.ins, c.user.tbs, c.kern.ins, c.kern.tbs, c.user.waits, c.kern.waits)
 	}
 	impls := make([]string, 0, len(byImpl))
 	for k := range byImpl {
@@ -277,6 +291,32 @@ func run(dir string, spin float64, top int) error {
 		printTop(mean(b, func(c *counts) map[string]float64 { return c.kern.by }), mean(a, func(c *counts) map[string]float64 { return c.kern.by }), top)
 	}
 	return nil
+}
+
+// roundTrips is the window's round trips: two entries of the kernel's
+// POST_SEND handler (at post) each.
+func roundTrips(bs []block, post uint64) float64 {
+	var n float64
+	for _, b := range bs {
+		if b.vaddr == post {
+			n += float64(b.execs) / 2
+		}
+	}
+	return n
+}
+
+// waitBlocks is the blocks that ran more than spin times per round trip
+// in any of the windows (bss[i] over trips[i] round trips).
+func waitBlocks(bss [][]block, trips []float64, spin float64) map[uint64]bool {
+	w := map[uint64]bool{}
+	for i, bs := range bss {
+		for _, b := range bs {
+			if float64(b.execs)/trips[i] > spin {
+				w[b.vaddr] = true
+			}
+		}
+	}
+	return w
 }
 
 func userName(a uint64, maps []mapping, gofns symtab) string {
