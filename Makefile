@@ -108,11 +108,12 @@ sysmon-vm:
 ## tbcount-vm: count every translated block the guest runs (a qemu TCG plugin, hwtest/experiments/tbcount.c)
 ## over a window of Debian's send_lat pair and of ibgo's, pinned, and print per round trip the instructions each
 ## executes in user space and in the kernel (issue 9; needs gcc on the host and a qemu that takes plugin API
-## version 1, as Debian 12's 7.2 does; TB_ROUNDS=2 TB_TEST=send_lat TB_ARGS='-s 2 -n 100000')
+## version 1, as Debian 12's 7.2 does; TB_ROUNDS=2 TB_TEST=send_lat TB_ARGS='-s 2 -n 100000'; TB_FLAGS='-lines -top 60'
+## passes flags to the analysis, here ibgo's counts by source line)
 tbcount-vm:
 	@d=$$(mktemp -d) && gcc -O2 -Wall -shared -fPIC -fvisibility=hidden -o $$d/tbcount.so hwtest/experiments/tbcount.c -lpthread && \
 	$(VM) run -kernel $(KERNEL) -out $$d -plugin "$$d/tbcount.so,ctl=$$d/tbcmd,dir=$$d" -env ROUNDS=$(or $(TB_ROUNDS),2) -env TEST=$(or $(TB_TEST),send_lat) $(if $(TB_ARGS),-env 'TB_ARGS=$(TB_ARGS)') -script hwtest/vm/tbcount-vm.sh && \
-	$(GO) run ./hwtest/vm/tbcount $$d; \
+	$(GO) run ./hwtest/vm/tbcount $(TB_FLAGS) $$d; \
 	rc=$$?; rm -rf $$d; exit $$rc
 
 ## image: build (or show the cached) guest image

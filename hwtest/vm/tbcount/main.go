@@ -5,7 +5,11 @@
 // the C tools, by function for ibgo) and in the kernel, and the kernel
 // functions whose counts differ most.
 //
-// Usage: go run ./hwtest/vm/tbcount DIR
+// Usage: go run ./hwtest/vm/tbcount [-lines] [-spin N] [-top N] DIR
+//
+// With -lines, ibgo's instructions are told apart by source line as well
+// (the line of each block's first instruction, from the binary's line
+// table): which statements of a function the count comes from.
 //
 // A round trip is two POST_SEND doorbells (the entries of the kernel's
 // ib_uverbs_post_send in the window), right for send_lat and write_lat.
@@ -17,6 +21,7 @@ package main
 import (
 	"bufio"
 	"debug/elf"
+	"debug/gosym"
 	"flag"
 	"fmt"
 	"os"
@@ -92,6 +97,35 @@ func elfFuncs(path string) (symtab, error) {
 	}
 	sort.Slice(t, func(i, j int) bool { return t[i].addr < t[j].addr })
 	return t, nil
+}
+
+// goLines maps a pc of the Go binary at path to "file.go:line" through its
+// line table (.gopclntab).
+func goLines(path string) (func(uint64) string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	pcln, text := f.Section(".gopclntab"), f.Section(".text")
+	if pcln == nil || text == nil {
+		return nil, fmt.Errorf("%s: no .gopclntab or .text section", path)
+	}
+	data, err := pcln.Data()
+	if err != nil {
+		return nil, err
+	}
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(data, text.Addr))
+	if err != nil {
+		return nil, fmt.Errorf("%s: line table: %w", path, err)
+	}
+	return func(pc uint64) string {
+		file, line, fn := tab.PCToLine(pc)
+		if fn == nil {
+			return "?"
+		}
+		return filepath.Base(file) + ":" + strconv.Itoa(line)
+	}, nil
 }
 
 type mapping struct {
@@ -190,18 +224,19 @@ func (s *side) add(name func() string, ins, tbs float64, wait bool) {
 func main() {
 	spin := flag.Float64("spin", 20, "executions per round trip above which a block counts as a wait")
 	top := flag.Int("top", 15, "rows per table")
+	lines := flag.Bool("lines", false, "tell ibgo's instructions apart by source line too")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: tbcount [-spin N] [-top N] DIR")
+		fmt.Fprintln(os.Stderr, "usage: tbcount [-lines] [-spin N] [-top N] DIR")
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), *spin, *top); err != nil {
+	if err := run(flag.Arg(0), *spin, *top, *lines); err != nil {
 		fmt.Fprintln(os.Stderr, "tbcount:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string, spin float64, top int) error {
+func run(dir string, spin float64, top int, lines bool) error {
 	ks, err := kallsyms(filepath.Join(dir, "kallsyms"))
 	if err != nil {
 		return err
@@ -213,6 +248,12 @@ func run(dir string, spin float64, top int) error {
 	gofns, err := elfFuncs(filepath.Join(dir, "ibgo"))
 	if err != nil {
 		return err
+	}
+	var lineOf func(uint64) string
+	if lines {
+		if lineOf, err = goLines(filepath.Join(dir, "ibgo")); err != nil {
+			return err
+		}
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -271,7 +312,7 @@ func run(dir string, spin float64, top int) error {
 			if b.vaddr >= kernelBase {
 				c.kern.add(func() string { return ks.find(b.vaddr) }, ins, tbs, waits[b.vaddr])
 			} else {
-				c.user.add(func() string { return userName(b.vaddr, w.maps, gofns) }, ins, tbs, waits[b.vaddr])
+				c.user.add(func() string { return userName(b.vaddr, w.maps, gofns, lineOf) }, ins, tbs, waits[b.vaddr])
 			}
 		}
 		byImpl[w.impl] = append(byImpl[w.impl], c)
@@ -319,10 +360,13 @@ func waitBlocks(bss [][]block, trips []float64, spin float64) map[uint64]bool {
 	return w
 }
 
-func userName(a uint64, maps []mapping, gofns symtab) string {
+func userName(a uint64, maps []mapping, gofns symtab, lineOf func(uint64) string) string {
 	for _, m := range maps {
 		if a >= m.lo && a < m.hi {
 			if m.file == "ibgo" {
+				if lineOf != nil {
+					return gofns.find(a) + " " + lineOf(a)
+				}
 				return gofns.find(a)
 			}
 			return m.file
