@@ -122,8 +122,8 @@ func TestWriteClosedFD(t *testing.T) {
 	require.NoError(t, Write(w, Buf{}), "empty writes nothing")
 }
 
-// WriteRaw (the rxe doorbell's write) sends the whole Buf, like Write, and
-// refuses a closed descriptor.
+// WriteRaw (the rxe doorbell's write) sends the whole Buf, like Write,
+// returns the kernel's errno, and refuses a closed descriptor.
 func TestWriteRaw(t *testing.T) {
 	r, w, err := Pipe()
 	require.NoError(t, err)
@@ -141,6 +141,9 @@ func TestWriteRaw(t *testing.T) {
 	n, err := Read(r, got)
 	require.NoError(t, err)
 	require.Equal(t, b.Bytes(), got[:n])
+	// The kernel's own refusal comes back as its errno, through the direct
+	// call (the read end of a pipe is open but not writable).
+	require.ErrorIs(t, WriteRaw(r, b), EBADF)
 	require.NoError(t, w.Close())
 	require.ErrorIs(t, WriteRaw(w, b), EBADF)
 	require.NoError(t, WriteRaw(w, Buf{}), "an empty Buf is no call")

@@ -1,0 +1,23 @@
+#include "textflag.h"
+
+// func writeNoSched(fd uintptr, p unsafe.Pointer, n uintptr) (r, errno uintptr)
+//
+// write(2) straight from the calling thread, as syscall.RawSyscall does but
+// without its three call levels: the rxe doorbell rings once per post.
+// The kernel returns -errno in AX for errors (-4095..-1).
+TEXT ·writeNoSched(SB), NOSPLIT, $0-40
+	MOVQ	fd+0(FP), DI
+	MOVQ	p+8(FP), SI
+	MOVQ	n+16(FP), DX
+	MOVQ	$1, AX // SYS_write
+	SYSCALL
+	CMPQ	AX, $0xfffffffffffff001
+	JLS	ok
+	MOVQ	$-1, r+24(FP)
+	NEGQ	AX
+	MOVQ	AX, errno+32(FP)
+	RET
+ok:
+	MOVQ	AX, r+24(FP)
+	MOVQ	$0, errno+32(FP)
+	RET
