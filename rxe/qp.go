@@ -179,8 +179,71 @@ func sendErr(what string, args ...any) error {
 
 // postOneSend mirrors rxe.c: validate_send_wr, convert_send_wr, init_send_wqe,
 // and for FLUSH and ATOMIC_WRITE (which rdma-core posts only through the
-// extended API) wr_flush and wr_atomic_write.
+// extended API) wr_flush and wr_atomic_write. The work requests a benchmark
+// posts over and over take postPlain; the rest, and every error, the full
+// path.
 func (q *qp) postOneSend(r *ring, wr *uverbs.SendWR) error {
+	if q.plain(r, wr) {
+		q.postPlain(r, wr)
+		return nil
+	}
+	return q.postOneSendFull(r, wr)
+}
+
+// plain reports a work request postPlain writes exactly as the full path
+// would: SEND on RC or UC, RDMA WRITE on RC or UC, RDMA READ on RC; its
+// SGEs fit the QP and the WQE; no inline data and no immediate; a free
+// slot. Anything else, valid or not, goes the full way.
+func (q *qp) plain(r *ring, wr *uverbs.SendWR) bool {
+	if wr.InlineData != nil || wr.Flags&uverbs.SendInline != 0 || len(wr.SGL) > q.sq.maxSGE ||
+		sendWQESize+len(wr.SGL)*sgeSize > r.elemSize {
+		return false
+	}
+	switch wr.Opcode {
+	case uverbs.WRSend, uverbs.WRRDMAWrite:
+		if q.typ != uverbs.QPTypeRC && q.typ != uverbs.QPTypeUC {
+			return false
+		}
+	case uverbs.WRRDMARead:
+		if q.typ != uverbs.QPTypeRC {
+			return false
+		}
+	default:
+		return false
+	}
+	return !r.full()
+}
+
+// postPlain writes a work request plain accepted, in one pass.
+func (q *qp) postPlain(r *ring, wr *uverbs.SendWR) {
+	w := (*abi.RxeSendWQE)(r.producerSlot())
+	*w = abi.RxeSendWQE{}
+	w.WR.WRID = wr.WRID
+	w.WR.Opcode = uint32(wr.Opcode)
+	w.WR.SendFlags = uint32(wr.Flags)
+	if wr.Opcode != uverbs.WRSend {
+		v := (*abi.RxeSendWRRDMA)(unsafe.Pointer(&w.WR))
+		v.RemoteAddr, v.RKey = wr.RemoteAddr, wr.RKey
+		w.IOVA = wr.RemoteAddr
+	}
+	sges := unsafe.Slice((*abi.RxeSGE)(unsafe.Add(unsafe.Pointer(w), sendWQESize)), len(wr.SGL))
+	length := uint32(0)
+	for i := range wr.SGL {
+		g := &wr.SGL[i]
+		sges[i] = abi.RxeSGE{Addr: g.Addr, Length: g.Length, LKey: g.LKey}
+		length += g.Length
+	}
+	w.DMA.NumSGE = uint32(len(wr.SGL))
+	w.DMA.Length = length
+	w.DMA.Resid = length
+	w.SSN = q.ssn
+	q.ssn++
+	r.advanceProducer()
+}
+
+// postOneSendFull validates and writes any work request (rxe.c's
+// validate_send_wr, convert_send_wr, init_send_wqe).
+func (q *qp) postOneSendFull(r *ring, wr *uverbs.SendWR) error {
 	sgl := wr.SGL
 	length := 0
 	if wr.InlineData != nil {
@@ -401,33 +464,37 @@ func (q *qp) PostRecv(wrs []uverbs.RecvWR) (int, error) {
 	return postRecv(&q.rq, wrs)
 }
 
-// postRecv mirrors rxe.c: rxe_post_one_recv for QPs and SRQs.
+// postRecv mirrors rxe.c: rxe_post_one_recv for QPs and SRQs. It runs for
+// every receive a ping-pong reposts, so it unlocks by hand (no deferred
+// call) and writes each WQE once.
 func postRecv(q *wq, wrs []uverbs.RecvWR) (int, error) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	r := q.ring
 	if r == nil {
+		q.mu.Unlock()
 		return 0, uverbs.ErrClosed
 	}
 	for n := range wrs {
 		wr := &wrs[n]
 		if r.full() {
+			q.mu.Unlock()
 			return n, &uverbs.Error{Op: "post recv", Err: fmt.Errorf("%w: %w (%d outstanding)", sys.NewErrno(sys.ENOMEM), ErrQueueFull, r.slots())}
 		}
 		if len(wr.SGL) > q.maxSGE || recvWQESize+len(wr.SGL)*sgeSize > r.elemSize {
+			q.mu.Unlock()
 			return n, &uverbs.Error{Op: "post recv", Err: fmt.Errorf("%w: %d SGEs, the queue takes %d", sys.NewErrno(sys.EINVAL), len(wr.SGL), q.maxSGE)}
 		}
 		w := (*abi.RxeRecvWQE)(r.producerSlot())
-		*w = abi.RxeRecvWQE{WRID: wr.WRID}
 		sges := unsafe.Slice((*abi.RxeSGE)(unsafe.Add(unsafe.Pointer(w), recvWQESize)), len(wr.SGL))
 		length := uint32(0)
 		for i := range wr.SGL {
 			sges[i] = abi.RxeSGE{Addr: wr.SGL[i].Addr, Length: wr.SGL[i].Length, LKey: wr.SGL[i].LKey}
 			length += wr.SGL[i].Length
 		}
-		w.DMA.Length, w.DMA.Resid, w.DMA.NumSGE = length, length, uint32(len(wr.SGL))
+		*w = abi.RxeRecvWQE{WRID: wr.WRID, DMA: abi.RxeDMAInfo{Length: length, Resid: length, NumSGE: uint32(len(wr.SGL))}}
 		r.advanceProducer()
 	}
+	q.mu.Unlock()
 	return len(wrs), nil
 }
 

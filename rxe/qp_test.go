@@ -263,3 +263,72 @@ func BenchmarkPostSend(b *testing.B) {
 		})
 	}
 }
+
+// postPlain, the one-pass writer of the common work requests, leaves the
+// ring exactly as the full path does (the same bytes in a slot that held
+// garbage, the same SSN and producer index), and takes only what it can:
+// every other request, valid or not, goes the full way.
+func TestPostPlainMatchesFullPath(t *testing.T) {
+	sgl := func(n int) []uverbs.SGE {
+		g := make([]uverbs.SGE, n)
+		for i := range g {
+			g[i] = uverbs.SGE{Addr: 0x1000*uint64(i+1) + 3, Length: uint32(100 + i), LKey: uint32(7 + i)}
+		}
+		return g
+	}
+	wr := func(op uverbs.WROpcode, flags uverbs.SendFlags, n int) uverbs.SendWR {
+		return uverbs.SendWR{WRID: 0x1122334455667700 + uint64(op), Opcode: op, Flags: flags, SGL: sgl(n),
+			RemoteAddr: 0xabcdef00 + uint64(n), RKey: 0x55 + uint32(n), Imm: 0x01020304}
+	}
+	cases := []struct {
+		typ   uverbs.QPType
+		wr    uverbs.SendWR
+		plain bool
+	}{
+		{uverbs.QPTypeRC, wr(uverbs.WRSend, uverbs.SendSignaled, 1), true},
+		{uverbs.QPTypeRC, wr(uverbs.WRSend, 0, 0), true},
+		{uverbs.QPTypeUC, wr(uverbs.WRSend, uverbs.SendSolicited|uverbs.SendFence, 4), true},
+		{uverbs.QPTypeRC, wr(uverbs.WRRDMAWrite, uverbs.SendSignaled, 2), true},
+		{uverbs.QPTypeUC, wr(uverbs.WRRDMAWrite, 0, 1), true},
+		{uverbs.QPTypeRC, wr(uverbs.WRRDMARead, uverbs.SendSignaled, 3), true},
+		{uverbs.QPTypeUC, wr(uverbs.WRRDMARead, 0, 1), false},    // refused: READ needs RC
+		{uverbs.QPTypeUD, wr(uverbs.WRSend, 0, 1), false},        // UD needs its AH
+		{uverbs.QPTypeRC, wr(uverbs.WRSend, 0, 5), false},        // more SGEs than the QP takes
+		{uverbs.QPTypeRC, wr(uverbs.WRSendWithImm, 0, 1), false}, // immediate data
+		{uverbs.QPTypeRC, wr(uverbs.WRRDMAWriteWithImm, 0, 1), false},
+		{uverbs.QPTypeRC, wr(uverbs.WRAtomicFetchAndAdd, 0, 1), false},
+		{uverbs.QPTypeRC, wr(uverbs.WRSend, uverbs.SendInline, 1), false},
+		{uverbs.QPTypeRC, wr(uverbs.WRSendWithInv, 0, 1), false},
+		{uverbs.QPTypeRC, uverbs.SendWR{Opcode: uverbs.WRSend, InlineData: []byte("abc")}, false},
+	}
+	for i, c := range cases {
+		a, b := newTestQP(t, c.typ, 2), newTestQP(t, c.typ, 2)
+		for _, q := range []*testQP{a, b} {
+			q.ssn = 41
+			q.sq.setProd(1)
+			q.sq.setCons(1)
+			for j := range q.sq.slot(1) {
+				q.sq.slot(1)[j] = 0xa5
+			}
+		}
+		require.Equal(t, c.plain, a.plain(a.sq.r, &c.wr), "case %d: plain", i)
+		w := c.wr
+		errA := a.postOneSend(a.sq.r, &w)
+		w = c.wr
+		errB := b.postOneSendFull(b.sq.r, &w)
+		require.Equal(t, errB == nil, errA == nil, "case %d: %v against %v", i, errA, errB)
+		require.Equal(t, b.sq.slot(1), a.sq.slot(1), "case %d: the WQE's bytes", i)
+		require.Equal(t, b.sq.prod(), a.sq.prod(), "case %d: producer index", i)
+		require.Equal(t, b.ssn, a.ssn, "case %d: SSN", i)
+		if c.plain {
+			require.NoError(t, errA)
+			require.EqualValues(t, 2, a.sq.prod())
+		}
+	}
+	// A full ring is never plain: the full path reports it.
+	q := newTestQP(t, uverbs.QPTypeRC, 1) // one usable slot
+	w := wr(uverbs.WRSend, 0, 1)
+	require.NoError(t, q.postOneSend(q.sq.r, &w))
+	require.False(t, q.plain(q.sq.r, &w))
+	require.ErrorIs(t, q.postOneSend(q.sq.r, &w), ErrQueueFull)
+}
