@@ -168,6 +168,9 @@ func (e *engine) iterLatSend(size int) error {
 	var dur *durationClock
 	defer func() { dur.stop() }()
 	rwc, swc := make([]uverbs.WC, 1), make([]uverbs.WC, 1)
+	// The one QP's receive, reposted in place (postRecv(0) without its
+	// lookups, once per iteration).
+	rq, rwr := e.res.recvs.to[0], e.res.recvs.wrs[0]
 	first := true
 	events := e.res.channel != nil
 	cqMod := uint64(c.CQMod)
@@ -206,12 +209,11 @@ func (e *engine) iterLatSend(size int) error {
 					e.meas.iters++
 				}
 				if durMode || rcnt+rxDepth <= iters {
-					qi, err := qpIndex(&rwc[0], 1, "server", scnt, rcnt)
-					if err != nil {
+					if _, err := qpIndex(&rwc[0], 1, "server", scnt, rcnt); err != nil {
 						return err
 					}
-					if err := e.postRecv(qi); err != nil {
-						return &Error{Kind: KindPost, op: opPostRecv, QP: qi, Done: rcnt, Err: err}
+					if _, err := rq.PostRecv(rwr); err != nil {
+						return &Error{Kind: KindPost, op: opPostRecv, QP: 0, Done: rcnt, Err: err}
 					}
 				}
 				break
