@@ -244,6 +244,7 @@ var interopCases = []interopCase{
 	{"read_lat", "read_lat", []string{"-n", "300", "-s", "4096"}, 1},
 	{"send_lat", "send_lat", []string{"-n", "300"}, 1},
 	{"send_lat_ud", "send_lat", []string{"-c", "UD", "-n", "300", "-s", "512"}, 1},
+	{"send_lat_cqmod", "send_lat", []string{"-n", "300", "-Q", "7"}, 1},
 	{"atomic_lat", "atomic_lat", []string{"-n", "300"}, 1},
 	{"send_lat_all", "send_lat", []string{"-a", "-n", "20"}, 23},
 	{"write_bw_nopeak", "write_bw", []string{"-n", "300", "-N"}, 1},

@@ -173,7 +173,9 @@ func (e *engine) iterLatSend(size int) error {
 	rq, rwr := e.res.recvs.to[0], e.res.recvs.wrs[0]
 	first := true
 	events := e.res.channel != nil
-	cqMod := uint64(c.CQMod)
+	// Every cq_mod-th send is signalled and polled (perftest: scnt %
+	// cq_mod == 0), counted down rather than divided for each send.
+	untilPoll := c.CQMod
 	rxDepth := uint64(c.RxDepth)
 	for scnt < iters || rcnt < iters || durMode && !dur.ended() {
 		if (rcnt < iters || durMode) && !(scnt < 1 && client) {
@@ -223,7 +225,11 @@ func (e *engine) iterLatSend(size int) error {
 			e.stampPost(scnt, durMode)
 			scnt++
 			poll := false
-			if scnt%cqMod == 0 || !durMode && scnt == iters {
+			if untilPoll--; untilPoll == 0 {
+				untilPoll = c.CQMod
+				poll = true
+			}
+			if poll || !durMode && scnt == iters {
 				poll = true
 				wr.Flags |= uverbs.SendSignaled
 			}
