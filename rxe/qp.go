@@ -148,7 +148,9 @@ func (q *qp) PostSend(wrs []uverbs.SendWR) (int, error) {
 	n := 0
 	var err error
 	for n < len(wrs) {
-		// postOneSend, spelled out: one call less per work request.
+		// The requests a benchmark posts over and over take postPlain; the
+		// rest, and every error, the full path (rxe.c's validate_send_wr,
+		// convert_send_wr, init_send_wqe).
 		if wr := &wrs[n]; q.plain(r, wr) {
 			q.postPlain(r, wr)
 		} else if err = q.postOneSendFull(r, wr); err != nil {
@@ -178,19 +180,6 @@ func (q *qp) doorbellErr(dberr error) error {
 
 func sendErr(what string, args ...any) error {
 	return &uverbs.Error{Op: "post send", Err: fmt.Errorf("%w: "+what, append([]any{sys.NewErrno(sys.EINVAL)}, args...)...)}
-}
-
-// postOneSend mirrors rxe.c: validate_send_wr, convert_send_wr, init_send_wqe,
-// and for FLUSH and ATOMIC_WRITE (which rdma-core posts only through the
-// extended API) wr_flush and wr_atomic_write. The work requests a benchmark
-// posts over and over take postPlain; the rest, and every error, the full
-// path. PostSend makes the same choice inline.
-func (q *qp) postOneSend(r *ring, wr *uverbs.SendWR) error {
-	if q.plain(r, wr) {
-		q.postPlain(r, wr)
-		return nil
-	}
-	return q.postOneSendFull(r, wr)
 }
 
 // plain reports a work request postPlain writes exactly as the full path
@@ -244,8 +233,10 @@ func (q *qp) postPlain(r *ring, wr *uverbs.SendWR) {
 	r.advanceProducer()
 }
 
-// postOneSendFull validates and writes any work request (rxe.c's
-// validate_send_wr, convert_send_wr, init_send_wqe).
+// postOneSendFull validates and writes any work request: rxe.c's
+// validate_send_wr, convert_send_wr and init_send_wqe, and for FLUSH and
+// ATOMIC_WRITE (which rdma-core posts only through the extended API)
+// wr_flush and wr_atomic_write.
 func (q *qp) postOneSendFull(r *ring, wr *uverbs.SendWR) error {
 	sgl := wr.SGL
 	length := 0
@@ -519,7 +510,8 @@ func (q *qp) Destroy() error {
 
 // ringDoorbell writes the POST_SEND doorbell (rxe.c: post_send_db).
 //
-// It enters the kernel with RawSyscall (sys.WriteRaw). The kernel contract
+// It enters the kernel as RawSyscall does, without the runtime's
+// system-call bookkeeping (sys.WriteRaw). The kernel contract
 // allows a sleep there (ib_uverbs_post_send copies the request with
 // GFP_KERNEL, and on 6.1 rxe_post_send runs the requester inline for user
 // QPs, building and looping back every packet of the queued work requests),

@@ -264,8 +264,8 @@ func BenchmarkPostSend(b *testing.B) {
 	}
 }
 
-// postPlain, the one-pass writer of the common work requests, leaves the
-// ring exactly as the full path does (the same bytes in a slot that held
+// PostSend's one-pass writer of the common work requests (postPlain) leaves
+// the ring exactly as the full path does (the same bytes in a slot that held
 // garbage, the same SSN and producer index), and takes only what it can:
 // every other request, valid or not, goes the full way.
 func TestPostPlainMatchesFullPath(t *testing.T) {
@@ -300,9 +300,15 @@ func TestPostPlainMatchesFullPath(t *testing.T) {
 		{uverbs.QPTypeRC, wr(uverbs.WRSend, uverbs.SendInline, 1), false},
 		{uverbs.QPTypeRC, wr(uverbs.WRSendWithInv, 0, 1), false},
 		{uverbs.QPTypeRC, uverbs.SendWR{Opcode: uverbs.WRSend, InlineData: []byte("abc")}, false},
+		// 20 SGEs: within a maxSGE of 32 (set below), but 208 + 20*16
+		// bytes do not fit the 512-byte WQE.
+		{uverbs.QPTypeRC, wr(uverbs.WRSend, 0, 20), false},
 	}
 	for i, c := range cases {
 		a, b := newTestQP(t, c.typ, 2), newTestQP(t, c.typ, 2)
+		if len(c.wr.SGL) == 20 {
+			a.qp.sq.maxSGE, b.qp.sq.maxSGE = 32, 32
+		}
 		for _, q := range []*testQP{a, b} {
 			q.ssn = 41
 			q.sq.setProd(1)
@@ -313,8 +319,7 @@ func TestPostPlainMatchesFullPath(t *testing.T) {
 		}
 		require.Equal(t, c.plain, a.plain(a.sq.r, &c.wr), "case %d: plain", i)
 		w := c.wr
-		errA := a.postOneSend(a.sq.r, &w)
-		w = c.wr
+		_, errA := a.PostSend([]uverbs.SendWR{w})
 		errB := b.postOneSendFull(b.sq.r, &w)
 		require.Equal(t, errB == nil, errA == nil, "case %d: %v against %v", i, errA, errB)
 		require.Equal(t, b.sq.slot(1), a.sq.slot(1), "case %d: the WQE's bytes", i)
@@ -328,7 +333,9 @@ func TestPostPlainMatchesFullPath(t *testing.T) {
 	// A full ring is never plain: the full path reports it.
 	q := newTestQP(t, uverbs.QPTypeRC, 1) // one usable slot
 	w := wr(uverbs.WRSend, 0, 1)
-	require.NoError(t, q.postOneSend(q.sq.r, &w))
+	_, err := q.PostSend([]uverbs.SendWR{w})
+	require.NoError(t, err)
 	require.False(t, q.plain(q.sq.r, &w))
-	require.ErrorIs(t, q.postOneSend(q.sq.r, &w), ErrQueueFull)
+	_, err = q.PostSend([]uverbs.SendWR{w})
+	require.ErrorIs(t, err, ErrQueueFull)
 }

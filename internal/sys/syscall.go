@@ -38,8 +38,9 @@ func Ioctl(fd *FD, req uintptr, arg unsafe.Pointer) error {
 func Write(fd *FD, b Buf) error { return write(fd, b, false) }
 
 // WriteRaw is Write for the one datapath command that needs it: the rxe
-// POST_SEND doorbell. It enters the kernel with RawSyscall, so the runtime
-// does not treat the thread as blocked: with Syscall, the scheduler's
+// POST_SEND doorbell. It enters the kernel as RawSyscall does, without the
+// runtime's system-call bookkeeping, so the runtime does not treat the
+// thread as blocked: with Syscall, the scheduler's
 // monitor hands the thread's P to another thread whenever the kernel spends
 // more than 20 us in the call (rxe on 6.1 runs the requester inline, so a
 // doorbell for a batch of work requests often does), and the returning

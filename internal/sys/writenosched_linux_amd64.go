@@ -3,7 +3,7 @@ package sys
 import "unsafe"
 
 // writeNoSched is write(2) without the runtime's syscall bookkeeping
-// (rawwrite_linux_amd64.s). p must stay valid for the call; an assembly
+// (writenosched_linux_amd64.s). p must stay valid for the call; an assembly
 // function's pointer argument is live across it.
 //
 //go:noescape

@@ -4,7 +4,8 @@
 //
 // write(2) straight from the calling thread, as syscall.RawSyscall does but
 // without its three call levels: the rxe doorbell rings once per post.
-// The kernel returns -errno in AX for errors (-4095..-1).
+// An error comes back in AX as -errno; as in Go's own syscall stubs,
+// anything above -4095 (unsigned: from 0xfffffffffffff001) is one.
 TEXT ·writeNoSched(SB), NOSPLIT, $0-40
 	MOVQ	fd+0(FP), DI
 	MOVQ	p+8(FP), SI
