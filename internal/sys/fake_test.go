@@ -55,6 +55,9 @@ func TestFakeKernelSeam(t *testing.T) {
 	require.Equal(t, f.raw, fd.Int())
 	require.NoError(t, Write(fd, Buf{b: []byte{1, 2, 3, 4}}))
 	require.Equal(t, [][]byte{{1, 2, 3, 4}}, f.writes)
+	// The doorbell's lean path hands a fake's descriptor to the fake too.
+	require.NoError(t, WriteRaw(fd, Buf{b: []byte{5, 6}}))
+	require.Equal(t, [][]byte{{1, 2, 3, 4}, {5, 6}}, f.writes)
 	var x [8]byte
 	require.ErrorIs(t, Ioctl(fd, 0x1234, unsafe.Pointer(&x)), ENOTTY)
 	require.Equal(t, []uintptr{0x1234}, f.ioctls)
