@@ -168,14 +168,9 @@ func (e *engine) iterLatSend(size int) error {
 	var dur *durationClock
 	defer func() { dur.stop() }()
 	rwc, swc := make([]uverbs.WC, 1), make([]uverbs.WC, 1)
-	// The one QP's receive, reposted in place (postRecv(0) without its
-	// lookups, once per iteration).
-	rq, rwr := e.res.recvs.to[0], e.res.recvs.wrs[0]
 	first := true
 	events := e.res.channel != nil
-	// Every cq_mod-th send is signalled and polled (perftest: scnt %
-	// cq_mod == 0), counted down rather than divided for each send.
-	untilPoll := c.CQMod
+	cqMod := uint64(c.CQMod)
 	rxDepth := uint64(c.RxDepth)
 	for scnt < iters || rcnt < iters || durMode && !dur.ended() {
 		if (rcnt < iters || durMode) && !(scnt < 1 && client) {
@@ -211,11 +206,12 @@ func (e *engine) iterLatSend(size int) error {
 					e.meas.iters++
 				}
 				if durMode || rcnt+rxDepth <= iters {
-					if _, err := qpIndex(&rwc[0], 1, "server", scnt, rcnt); err != nil {
+					qi, err := qpIndex(&rwc[0], 1, "server", scnt, rcnt)
+					if err != nil {
 						return err
 					}
-					if _, err := rq.PostRecv(rwr); err != nil {
-						return &Error{Kind: KindPost, op: opPostRecv, QP: 0, Done: rcnt, Err: err}
+					if err := e.postRecv(qi); err != nil {
+						return &Error{Kind: KindPost, op: opPostRecv, QP: qi, Done: rcnt, Err: err}
 					}
 				}
 				break
@@ -225,11 +221,7 @@ func (e *engine) iterLatSend(size int) error {
 			e.stampPost(scnt, durMode)
 			scnt++
 			poll := false
-			if untilPoll--; untilPoll == 0 {
-				untilPoll = c.CQMod
-				poll = true
-			}
-			if poll || !durMode && scnt == iters {
+			if scnt%cqMod == 0 || !durMode && scnt == iters {
 				poll = true
 				wr.Flags |= uverbs.SendSignaled
 			}

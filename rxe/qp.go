@@ -148,12 +148,7 @@ func (q *qp) PostSend(wrs []uverbs.SendWR) (int, error) {
 	n := 0
 	var err error
 	for n < len(wrs) {
-		// The requests a benchmark posts over and over take postPlain; the
-		// rest, and every error, the full path (rxe.c's validate_send_wr,
-		// convert_send_wr, init_send_wqe).
-		if wr := &wrs[n]; q.plain(r, wr) {
-			q.postPlain(r, wr)
-		} else if err = q.postOneSendFull(r, wr); err != nil {
+		if err = q.postOneSend(r, &wrs[n]); err != nil {
 			break
 		}
 		n++
@@ -182,62 +177,10 @@ func sendErr(what string, args ...any) error {
 	return &uverbs.Error{Op: "post send", Err: fmt.Errorf("%w: "+what, append([]any{sys.NewErrno(sys.EINVAL)}, args...)...)}
 }
 
-// plain reports a work request postPlain writes exactly as the full path
-// would: SEND on RC or UC, RDMA WRITE on RC or UC, RDMA READ on RC; its
-// SGEs fit the QP and the WQE; no inline data and no immediate; a free
-// slot. Anything else, valid or not, goes the full way.
-func (q *qp) plain(r *ring, wr *uverbs.SendWR) bool {
-	if wr.InlineData != nil || wr.Flags&uverbs.SendInline != 0 || len(wr.SGL) > q.sq.maxSGE ||
-		sendWQESize+len(wr.SGL)*sgeSize > r.elemSize {
-		return false
-	}
-	switch wr.Opcode {
-	case uverbs.WRSend, uverbs.WRRDMAWrite:
-		if q.typ != uverbs.QPTypeRC && q.typ != uverbs.QPTypeUC {
-			return false
-		}
-	case uverbs.WRRDMARead:
-		if q.typ != uverbs.QPTypeRC {
-			return false
-		}
-	default:
-		return false
-	}
-	return !r.full()
-}
-
-// postPlain writes a work request plain accepted, in one pass.
-func (q *qp) postPlain(r *ring, wr *uverbs.SendWR) {
-	w := (*abi.RxeSendWQE)(r.producerSlot())
-	*w = abi.RxeSendWQE{}
-	w.WR.WRID = wr.WRID
-	w.WR.Opcode = uint32(wr.Opcode)
-	w.WR.SendFlags = uint32(wr.Flags)
-	if wr.Opcode != uverbs.WRSend {
-		v := (*abi.RxeSendWRRDMA)(unsafe.Pointer(&w.WR))
-		v.RemoteAddr, v.RKey = wr.RemoteAddr, wr.RKey
-		w.IOVA = wr.RemoteAddr
-	}
-	sges := unsafe.Slice((*abi.RxeSGE)(unsafe.Add(unsafe.Pointer(w), sendWQESize)), len(wr.SGL))
-	length := uint32(0)
-	for i := range wr.SGL {
-		g := &wr.SGL[i]
-		sges[i] = abi.RxeSGE{Addr: g.Addr, Length: g.Length, LKey: g.LKey}
-		length += g.Length
-	}
-	w.DMA.NumSGE = uint32(len(wr.SGL))
-	w.DMA.Length = length
-	w.DMA.Resid = length
-	w.SSN = q.ssn
-	q.ssn++
-	r.advanceProducer()
-}
-
-// postOneSendFull validates and writes any work request: rxe.c's
-// validate_send_wr, convert_send_wr and init_send_wqe, and for FLUSH and
-// ATOMIC_WRITE (which rdma-core posts only through the extended API)
-// wr_flush and wr_atomic_write.
-func (q *qp) postOneSendFull(r *ring, wr *uverbs.SendWR) error {
+// postOneSend mirrors rxe.c: validate_send_wr, convert_send_wr, init_send_wqe,
+// and for FLUSH and ATOMIC_WRITE (which rdma-core posts only through the
+// extended API) wr_flush and wr_atomic_write.
+func (q *qp) postOneSend(r *ring, wr *uverbs.SendWR) error {
 	sgl := wr.SGL
 	length := 0
 	if wr.InlineData != nil {

@@ -264,11 +264,11 @@ func BenchmarkPostSend(b *testing.B) {
 	}
 }
 
-// PostSend's one-pass writer of the common work requests (postPlain) leaves
-// the ring exactly as the full path does (the same bytes in a slot that held
-// garbage, the same SSN and producer index), and takes only what it can:
-// every other request, valid or not, goes the full way.
-func TestPostPlainMatchesFullPath(t *testing.T) {
+// A send WQE is written whole: in a slot that held other bytes (a ring
+// wraps) its header and SGEs (or inline bytes) end up exactly as in a zeroed
+// one, for each kind of request, and a refused request leaves the SSN and
+// the producer index alone (its slot stays free, whatever was written in it).
+func TestPostSendWritesWholeWQE(t *testing.T) {
 	sgl := func(n int) []uverbs.SGE {
 		g := make([]uverbs.SGE, n)
 		for i := range g {
@@ -281,9 +281,9 @@ func TestPostPlainMatchesFullPath(t *testing.T) {
 			RemoteAddr: 0xabcdef00 + uint64(n), RKey: 0x55 + uint32(n), Imm: 0x01020304}
 	}
 	cases := []struct {
-		typ   uverbs.QPType
-		wr    uverbs.SendWR
-		plain bool
+		typ uverbs.QPType
+		wr  uverbs.SendWR
+		ok  bool // posted
 	}{
 		{uverbs.QPTypeRC, wr(uverbs.WRSend, uverbs.SendSignaled, 1), true},
 		{uverbs.QPTypeRC, wr(uverbs.WRSend, 0, 0), true},
@@ -291,15 +291,15 @@ func TestPostPlainMatchesFullPath(t *testing.T) {
 		{uverbs.QPTypeRC, wr(uverbs.WRRDMAWrite, uverbs.SendSignaled, 2), true},
 		{uverbs.QPTypeUC, wr(uverbs.WRRDMAWrite, 0, 1), true},
 		{uverbs.QPTypeRC, wr(uverbs.WRRDMARead, uverbs.SendSignaled, 3), true},
-		{uverbs.QPTypeUC, wr(uverbs.WRRDMARead, 0, 1), false},    // refused: READ needs RC
-		{uverbs.QPTypeUD, wr(uverbs.WRSend, 0, 1), false},        // UD needs its AH
-		{uverbs.QPTypeRC, wr(uverbs.WRSend, 0, 5), false},        // more SGEs than the QP takes
-		{uverbs.QPTypeRC, wr(uverbs.WRSendWithImm, 0, 1), false}, // immediate data
-		{uverbs.QPTypeRC, wr(uverbs.WRRDMAWriteWithImm, 0, 1), false},
-		{uverbs.QPTypeRC, wr(uverbs.WRAtomicFetchAndAdd, 0, 1), false},
-		{uverbs.QPTypeRC, wr(uverbs.WRSend, uverbs.SendInline, 1), false},
-		{uverbs.QPTypeRC, wr(uverbs.WRSendWithInv, 0, 1), false},
-		{uverbs.QPTypeRC, uverbs.SendWR{Opcode: uverbs.WRSend, InlineData: []byte("abc")}, false},
+		{uverbs.QPTypeUC, wr(uverbs.WRRDMARead, 0, 1), false}, // refused: READ needs RC
+		{uverbs.QPTypeUD, wr(uverbs.WRSend, 0, 1), false},     // UD needs its AH
+		{uverbs.QPTypeRC, wr(uverbs.WRSend, 0, 5), false},     // more SGEs than the QP takes
+		{uverbs.QPTypeRC, wr(uverbs.WRSendWithImm, 0, 1), true},
+		{uverbs.QPTypeRC, wr(uverbs.WRRDMAWriteWithImm, 0, 1), true},
+		{uverbs.QPTypeRC, wr(uverbs.WRAtomicFetchAndAdd, 0, 1), false},    // remote address not 8-aligned
+		{uverbs.QPTypeRC, wr(uverbs.WRSend, uverbs.SendInline, 1), false}, // inline SGE not registered
+		{uverbs.QPTypeRC, wr(uverbs.WRSendWithInv, 0, 1), true},
+		{uverbs.QPTypeRC, uverbs.SendWR{Opcode: uverbs.WRSend, InlineData: []byte("abc")}, true},
 		// 20 SGEs: within a maxSGE of 32 (set below), but 208 + 20*16
 		// bytes do not fit the 512-byte WQE.
 		{uverbs.QPTypeRC, wr(uverbs.WRSend, 0, 20), false},
@@ -313,29 +313,34 @@ func TestPostPlainMatchesFullPath(t *testing.T) {
 			q.ssn = 41
 			q.sq.setProd(1)
 			q.sq.setCons(1)
-			for j := range q.sq.slot(1) {
-				q.sq.slot(1)[j] = 0xa5
-			}
 		}
-		require.Equal(t, c.plain, a.plain(a.sq.r, &c.wr), "case %d: plain", i)
-		w := c.wr
-		_, errA := a.PostSend([]uverbs.SendWR{w})
-		errB := b.postOneSendFull(b.sq.r, &w)
-		require.Equal(t, errB == nil, errA == nil, "case %d: %v against %v", i, errA, errB)
-		require.Equal(t, b.sq.slot(1), a.sq.slot(1), "case %d: the WQE's bytes", i)
-		require.Equal(t, b.sq.prod(), a.sq.prod(), "case %d: producer index", i)
-		require.Equal(t, b.ssn, a.ssn, "case %d: SSN", i)
-		if c.plain {
-			require.NoError(t, errA)
-			require.EqualValues(t, 2, a.sq.prod())
+		for j := range a.sq.slot(1) {
+			a.sq.slot(1)[j] = 0xa5 // b's slot stays zeroed
 		}
+		_, errA := a.PostSend([]uverbs.SendWR{c.wr})
+		_, errB := b.PostSend([]uverbs.SendWR{c.wr})
+		if !c.ok {
+			require.Error(t, errA, "case %d", i)
+			require.Error(t, errB, "case %d", i)
+			require.EqualValues(t, 1, a.sq.prod(), "case %d: producer index", i)
+			require.EqualValues(t, 41, a.ssn, "case %d: SSN", i)
+			continue
+		}
+		require.NoError(t, errA, "case %d", i)
+		require.NoError(t, errB, "case %d", i)
+		used := sendWQESize + len(c.wr.SGL)*sgeSize // the header and its SGEs or inline bytes
+		if c.wr.InlineData != nil {
+			used = sendWQESize + len(c.wr.InlineData)
+		}
+		require.Equal(t, b.sq.slot(1)[:used], a.sq.slot(1)[:used], "case %d: the WQE's bytes over old ones", i)
+		require.EqualValues(t, 2, a.sq.prod(), "case %d: producer index", i)
+		require.EqualValues(t, 42, a.ssn, "case %d: SSN", i)
 	}
-	// A full ring is never plain: the full path reports it.
+	// A full ring refuses and says so.
 	q := newTestQP(t, uverbs.QPTypeRC, 1) // one usable slot
 	w := wr(uverbs.WRSend, 0, 1)
 	_, err := q.PostSend([]uverbs.SendWR{w})
 	require.NoError(t, err)
-	require.False(t, q.plain(q.sq.r, &w))
 	_, err = q.PostSend([]uverbs.SendWR{w})
 	require.ErrorIs(t, err, ErrQueueFull)
 }
