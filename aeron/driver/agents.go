@@ -57,6 +57,24 @@ func (p *proxy) offer(fn func()) {
 	}
 }
 
+// tryOffer is offer without the wait: a full queue is counted and the
+// command not queued (false). An agent that must never wait on another
+// (the receiver on the conductor, which may itself wait on the receiver's
+// queue) uses it and asks again later.
+func (p *proxy) tryOffer(fn func()) bool {
+	if p.direct {
+		fn()
+		return true
+	}
+	select {
+	case p.q <- fn:
+		return true
+	default:
+		p.failed.Add(1)
+		return false
+	}
+}
+
 // drain runs up to commandsPerDuty queued commands.
 func (p *proxy) drain() int {
 	n := 0

@@ -259,6 +259,7 @@ func (c *conductor) shutdown() {
 	}
 	for c.fromReceiver.drain() > 0 {
 	}
+	c.reportInFlightAtShutdown()
 	for _, p := range c.pubs {
 		p.close(c)
 	}
@@ -667,7 +668,7 @@ func (c *conductor) unlinkPublication(link *pubLink) {
 }
 
 func (s *subLink) matches(p *ipcPublication) bool {
-	return s.endpoint == "" && !s.spy && p.state == pubActive && p.streamID == s.streamID && (!s.hasSession || s.sessionID == p.sessionID)
+	return s.endpoint == "" && !s.spy && p.acceptingSubscriptions() && p.streamID == s.streamID && (!s.hasSession || s.sessionID == p.sessionID)
 }
 
 func (c *conductor) addSubscription(cl *clientSession, cmd cnc.SubscriptionCommand) error {
@@ -688,7 +689,7 @@ func (c *conductor) addSubscription(cl *clientSession, cmd cnc.SubscriptionComma
 	c.subs[s.regID] = s
 	c.transmit(cnc.RspOnSubscriptionReady, cnc.AppendIDAndCounter(c.buf[:0], cmd.CorrelationID, channelStatusNotAllocated))
 	for _, p := range c.pubs {
-		if p.refCount > 0 && s.matches(p) {
+		if s.matches(p) {
 			p.addSubscriber(c, s)
 		}
 	}

@@ -9,37 +9,41 @@ import (
 
 // System counter ids (aeron_system_counters.h).
 const (
-	sysBytesSent                 = 0
-	sysBytesReceived             = 1
-	sysFailedOffersReceiver      = 2
-	sysFailedOffersSender        = 3
-	sysFailedOffersConductor     = 4
-	sysNaksSent                  = 5
-	sysNaksReceived              = 6
-	sysStatusMessagesSent        = 7
-	sysStatusMessagesReceived    = 8
-	sysHeartbeatsSent            = 9
-	sysHeartbeatsReceived        = 10
-	sysRetransmitsSent           = 11
-	sysFlowControlUnderRuns      = 12
-	sysFlowControlOverRuns       = 13
-	sysInvalidPackets            = 14
-	sysErrors                    = 15
-	sysShortSends                = 16
-	sysUnblockedPublications     = 19
-	sysUnblockedCommands         = 20
-	sysClientTimeouts            = 24
-	sysConductorMaxCycleTime     = 26
-	sysConductorCycleThreshold   = 27
-	sysSenderMaxCycleTime        = 28
-	sysSenderCycleThreshold      = 29
-	sysReceiverMaxCycleTime      = 30
-	sysReceiverCycleThreshold    = 31
-	sysAeronVersion              = 34
-	sysRetransmittedBytes        = 36
-	sysBytesMapped               = 35
-	sysControlProtocolVersion    = 43
-	systemCounterCount           = 46
+	sysBytesSent               = 0
+	sysBytesReceived           = 1
+	sysFailedOffersReceiver    = 2
+	sysFailedOffersSender      = 3
+	sysFailedOffersConductor   = 4
+	sysNaksSent                = 5
+	sysNaksReceived            = 6
+	sysStatusMessagesSent      = 7
+	sysStatusMessagesReceived  = 8
+	sysHeartbeatsSent          = 9
+	sysHeartbeatsReceived      = 10
+	sysRetransmitsSent         = 11
+	sysFlowControlUnderRuns    = 12
+	sysFlowControlOverRuns     = 13
+	sysInvalidPackets          = 14
+	sysErrors                  = 15
+	sysShortSends              = 16
+	sysUnblockedPublications   = 19
+	sysUnblockedCommands       = 20
+	sysClientTimeouts          = 24
+	sysConductorMaxCycleTime   = 26
+	sysConductorCycleThreshold = 27
+	sysSenderMaxCycleTime      = 28
+	sysSenderCycleThreshold    = 29
+	sysReceiverMaxCycleTime    = 30
+	sysReceiverCycleThreshold  = 31
+	sysAeronVersion            = 34
+	sysRetransmittedBytes      = 36
+	sysBytesMapped             = 35
+	sysControlProtocolVersion  = 43
+	// ibgo's own, after the C driver's: streams that ended short of what
+	// was offered (lifecycle.go)
+	sysPublicationsEndedShort    = 46
+	sysImagesEndedShort          = 47
+	systemCounterCount           = 48
 	conductorCycleThresholdNs    = 1_000_000_000 // AERON_CONDUCTOR_CYCLE_THRESHOLD
 	channelStatusNotAllocated    = -1            // AERON_CHANNEL_STATUS_INDICATOR_NOT_ALLOCATED
 	publicationReservedSessionLo = -1            // AERON_PUBLICATION_RESERVED_SESSION_ID_LOW
@@ -61,7 +65,8 @@ func systemCounterLabels(mode ThreadingMode) []string {
 	}
 	labels[sysAeronVersion] += ": " + ver
 	return append(labels, "Publications Revoked", "Publication Images Revoked", "Images rejected",
-		"Control protocol version", "Status Messages rejected", "Failed offers to NativeResourceAgentProxy")
+		"Control protocol version", "Status Messages rejected", "Failed offers to NativeResourceAgentProxy",
+		"Publications ended with data unsent (ibgo)", "Images ended without end of stream (ibgo)")
 }
 
 // streamKey is the key of stream position counters

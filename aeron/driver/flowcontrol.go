@@ -433,41 +433,47 @@ func (f *minFlowControl) close(c *conductor) {
 
 // onStatusMessage is aeron_network_publication_on_status_message: the
 // flow control strategy moves the sender limit (EOS status messages too:
-// min and tagged drop the receiver), and the publication is connected
-// while the strategy has its required receivers.
+// min and tagged drop the receiver), and the receiver liveness tracker
+// adds or refreshes the receiver, or drops it on an EOS status message (a
+// unicast one also ends the publication's linger).
 func (p *networkPublication) onStatusMessage(c *sender, sm *protocol.StatusMessage) {
-	p.setSenderLimit(p.fc.onStatusMessage(sm, p.senderLimit, p.initialTermID, p.positionBitsToShift, c.nowNs))
 	if sm.Flags&protocol.SMFlagEOS != 0 {
-		return
+		delete(p.receivers, sm.ReceiverID)
+		if p.mdc == nil && !p.group {
+			p.receivedUnicastEOS.Store(true)
+		}
+	} else {
+		p.receivers[sm.ReceiverID] = c.nowNs
+		p.shouldSendSetup = false
+		p.hasInitialConnection = true
 	}
-	p.lastSMNs.Store(c.nowNs)
-	p.shouldSendSetup = false
-	p.hasReceivers.Store(true)
-	p.setConnected(p.fc.hasRequiredReceivers())
+	p.hasReceivers.Store(len(p.receivers) > 0)
+	p.setSenderLimit(p.fc.onStatusMessage(sm, p.senderLimit, p.initialTermID, p.positionBitsToShift, c.nowNs))
+	p.requiredReceivers.Store(p.fc.hasRequiredReceivers())
 }
 
 // flowControlIdle lets the strategy time receivers out when nothing was
 // sent (the on_idle call of aeron_network_publication_send).
 func (p *networkPublication) flowControlIdle(c *sender) {
 	p.setSenderLimit(p.fc.onIdle(c.nowNs, p.senderLimit, p.senderPosition))
-	if p.connected.Load() && !p.fc.hasRequiredReceivers() {
-		p.setConnected(false)
+	p.requiredReceivers.Store(p.fc.hasRequiredReceivers())
+}
+
+// expireReceivers drops receivers silent for the connection timeout
+// (aeron_network_publication_update_has_receivers).
+func (p *networkPublication) expireReceivers(nowNs int64) {
+	for id, last := range p.receivers {
+		if last <= nowNs-p.connTimeoutNs {
+			delete(p.receivers, id)
+		}
 	}
+	p.hasReceivers.Store(len(p.receivers) > 0)
 }
 
 func (p *networkPublication) setSenderLimit(lim int64) {
 	if lim != p.senderLimit {
 		p.senderLimit = lim
 		p.sndLmt.Store(lim)
-	}
-}
-
-// setConnected is aeron_network_publication_update_connected_status (the
-// conductor clears it on the connection timeout).
-func (p *networkPublication) setConnected(v bool) {
-	if p.connected.Load() != v {
-		p.connected.Store(v)
-		p.log.Metadata().SetIsConnected(v)
 	}
 }
 

@@ -98,10 +98,8 @@ type ipcPublication struct {
 	consumerPosition   int64
 	cleanPosition      int64
 	tripLimit          int64
-	lastConsumerPos    int64
-	lastConsumerSince  int64
-	drainPosition      int64
-	lingerDeadline     int64
+	blocked            blockedCheck
+	stateSinceNs       int64
 	lastTetherCheckNs  int64
 }
 
@@ -202,7 +200,8 @@ func newIPCPublication(c *conductor, cl *clientSession, regID int64, streamID in
 	}
 	m := log.Metadata()
 	start := c.initPublicationMetadata(m, regID, p.sessionID, streamID, p.initialTermID, p.termWindow, p.positionBitsToShift, params)
-	p.consumerPosition, p.cleanPosition, p.tripLimit, p.lastConsumerPos = start, start, start, start
+	p.consumerPosition, p.cleanPosition, p.tripLimit = start, start, start
+	p.blocked = blockedCheck{lastPos: start, lastMoved: c.nowNs}
 	if p.hw, err = logbuffer.NewHeaderWriter(m.DefaultFrameHeader()); err != nil {
 		p.close(c)
 		return nil, err
@@ -222,7 +221,6 @@ func newIPCPublication(c *conductor, cl *clientSession, regID int64, streamID in
 	p.pubPos, p.pubLmt = c.counters.Value(p.pubPosID), c.counters.Value(p.pubLmtID)
 	p.pubPos.Store(start)
 	p.pubLmt.Store(start)
-	p.lastConsumerSince = c.nowNs
 	c.sys[sysBytesMapped].Add(p.logLength)
 	return p, nil
 }
@@ -332,56 +330,92 @@ func (p *ipcPublication) removeSubscriber(c *conductor, s *subLink) {
 // on_time_event).
 func (p *ipcPublication) update(c *conductor) int {
 	switch p.state {
-	case pubActive, pubDraining:
+	case pubActive:
+		return p.updateActive(c)
+	case pubDraining:
+		return p.updateDraining(c)
 	case pubLinger:
-		if c.nowNs >= p.lingerDeadline {
+		if p.refCount <= 0 && c.nowNs > p.stateSinceNs+p.params.linger {
 			p.close(c)
+			return 1
 		}
-		return 0
-	default:
-		return 0
 	}
+	return 0
+}
+
+// updateActive moves the limit after the slowest subscriber that counts and
+// unblocks a non-exclusive publication whose claim a client abandoned (an
+// exclusive one has a single publisher, which C never unblocks).
+func (p *ipcPublication) updateActive(c *conductor) int {
 	work := 0
 	producer := p.producerPosition()
 	p.pubPos.Store(producer)
-	if p.state == pubActive && c.nowNs-p.lastTetherCheckNs >= c.cfg.TimerInterval.Nanoseconds() {
+	if c.nowNs-p.lastTetherCheckNs >= c.cfg.TimerInterval.Nanoseconds() {
 		p.lastTetherCheckNs = c.nowNs
 		p.checkUntethered(c)
 	}
 	if p.working() {
-		minPos, maxPos := int64(math.MaxInt64), p.consumerPosition
-		for _, sp := range p.subscribers {
-			if sp.state == tetherResting {
-				continue
-			}
-			v := sp.pos.Load()
-			minPos, maxPos = min(minPos, v), max(maxPos, v)
-		}
-		p.consumerPosition = maxPos
+		minPos := p.updateConsumerPosition()
 		// Move the limit only in steps of tripGain, as the C driver does:
 		// a limit written every cycle would count as work and keep the
 		// conductor spinning on a core the clients need.
-		if limit := minPos + p.termWindow; limit >= p.tripLimit && p.state == pubActive {
+		if limit := minPos + p.termWindow; limit >= p.tripLimit {
 			p.clean(minPos - p.termLength)
 			p.pubLmt.Store(limit)
 			p.tripLimit = limit + p.termWindow/8
 			work++
 		}
-		p.checkBlocked(c, producer, minPos)
+		if !p.exclusive && p.blocked.due(c.nowNs, c.cfg.PublicationUnblockTimeout.Nanoseconds(),
+			possiblyBlocked(p.log, p.positionBitsToShift, producer, p.consumerPosition), p.consumerPosition) {
+			if unblockLog(p.log, &p.hw, p.termLength, p.positionBitsToShift, p.consumerPosition) {
+				c.sys[sysUnblockedPublications].Add(1)
+				fmt.Fprintf(c.log, "publication %d: unblocked an abandoned claim at position %d\n", p.regID, p.consumerPosition)
+				work++
+			}
+		}
 	} else if lmt := p.pubLmt.Load(); lmt > p.consumerPosition {
 		p.tripLimit = p.consumerPosition
 		p.pubLmt.Store(p.consumerPosition)
 		p.clean(p.consumerPosition - p.termLength)
 	}
-	if p.state == pubDraining && p.drained(c) {
-		// Subscribers keep the image (and see end of stream) through the
-		// linger; ON_UNAVAILABLE_IMAGE goes out when it ends, as in the C
-		// driver (aeron_ipc_publication_on_time_event).
-		p.state = pubLinger
-		p.lingerDeadline = c.nowNs + p.params.linger
-		work++
-	}
 	return work
+}
+
+// updateConsumerPosition sets the consumer position to the fastest
+// subscriber that counts and returns the slowest.
+func (p *ipcPublication) updateConsumerPosition() int64 {
+	minPos, maxPos := int64(math.MaxInt64), p.consumerPosition
+	for _, sp := range p.subscribers {
+		if sp.state == tetherResting {
+			continue
+		}
+		v := sp.pos.Load()
+		minPos, maxPos = min(minPos, v), max(maxPos, v)
+	}
+	p.consumerPosition = maxPos
+	return minPos
+}
+
+// updateDraining waits, as C does, for every subscriber that counts to read
+// to the end (an idle one too: a client that died is removed by its
+// liveness timeout); a claim left uncommitted is unblocked meanwhile. Once
+// drained, the subscribers get ON_UNAVAILABLE_IMAGE and the publication
+// lingers.
+func (p *ipcPublication) updateDraining(c *conductor) int {
+	p.pubPos.Store(p.producerPosition())
+	if p.drained() {
+		p.endImages(c)
+		p.state, p.stateSinceNs = pubLinger, c.nowNs
+		return 1
+	}
+	if len(p.subscribers) > 0 {
+		p.updateConsumerPosition()
+	}
+	if unblockLog(p.log, &p.hw, p.termLength, p.positionBitsToShift, p.consumerPosition) {
+		c.sys[sysUnblockedPublications].Add(1)
+		return 1
+	}
+	return 0
 }
 
 // clean zeroes the log behind the slowest consumer, one term behind, so a
@@ -390,63 +424,34 @@ func (p *ipcPublication) clean(position int64) {
 	p.cleanPosition = cleanLog(p.log, p.cleanPosition, position, p.termLength, p.positionBitsToShift)
 }
 
-// checkBlocked unblocks a publication whose consumers have not moved for
-// the unblock timeout while the tail is past them: a publisher died (or
-// stalled) between claim and commit (IpcPublication.checkForBlockedPublisher,
-// LogBufferUnblocker).
-func (p *ipcPublication) checkBlocked(c *conductor, producer, consumer int64) {
-	if consumer != p.lastConsumerPos || producer <= consumer {
-		p.lastConsumerPos, p.lastConsumerSince = consumer, c.nowNs
-		return
-	}
-	if c.nowNs-p.lastConsumerSince < c.cfg.PublicationUnblockTimeout.Nanoseconds() {
-		return
-	}
-	if p.unblock(consumer) {
-		c.sys[sysUnblockedPublications].Add(1)
-		fmt.Fprintf(c.log, "unblocked publication %d at position %d\n", p.regID, consumer)
-	}
-	p.lastConsumerSince = c.nowNs
-}
-
-// unblock mirrors LogBufferUnblocker.unblock.
-func (p *ipcPublication) unblock(blockedPosition int64) bool {
-	m := p.log.Metadata()
-	termCount := m.ActiveTermCount()
-	expectedTermCount := int32(blockedPosition >> p.positionBitsToShift)
-	idx := logbuffer.IndexByTermCount(int64(expectedTermCount))
-	raw := m.RawTailVolatile(idx)
-	termID := logbuffer.TermID(raw)
-	tailOffset := logbuffer.TermOffset(raw, int32(p.termLength))
-	blockedOffset := int32(blockedPosition & (p.termLength - 1))
-	if termCount == expectedTermCount-1 && blockedOffset == 0 {
-		current := logbuffer.TermID(m.RawTailVolatile(logbuffer.IndexByTermCount(int64(termCount))))
-		return m.RotateLog(termCount, current)
-	}
-	st := logbuffer.Unblock(&p.hw, p.log.Term(idx), blockedOffset, tailOffset, termID)
-	if st == logbuffer.UnblockedToEnd {
-		m.RotateLog(termCount, termID)
-	}
-	return st != logbuffer.NoAction
-}
-
+// startDraining: the last client let go (the DECREF of
+// aeron_ipc_publication.c): the limit and the end of stream move to the
+// producer position.
 func (p *ipcPublication) startDraining(c *conductor) {
-	p.state = pubDraining
-	p.drainPosition = p.producerPosition()
-	p.log.Metadata().SetEndOfStreamPosition(p.drainPosition)
-	p.lastConsumerSince = c.nowNs
+	producer := p.producerPosition()
+	if p.pubLmt.Load() > producer {
+		p.pubLmt.Store(producer)
+	}
+	p.log.Metadata().SetEndOfStreamPosition(producer)
+	p.state, p.stateSinceNs = pubDraining, c.nowNs
 }
 
-// drained: every subscriber reached the end, or the stragglers made no
-// progress for the unblock timeout.
-func (p *ipcPublication) drained(c *conductor) bool {
+// drained is aeron_ipc_publication_is_drained: every subscriber not
+// resting read up to the producer position.
+func (p *ipcPublication) drained() bool {
 	producer := p.producerPosition()
 	for _, sp := range p.subscribers {
-		if sp.state == tetherActive && sp.pos.Load() < producer {
-			return c.nowNs-p.lastConsumerSince > c.cfg.PublicationUnblockTimeout.Nanoseconds()
+		if sp.state != tetherResting && sp.pos.Load() < producer {
+			return false
 		}
 	}
 	return true
+}
+
+// acceptingSubscriptions is aeron_ipc_publication_is_accepting_subscriptions:
+// active, or draining with data a subscriber has not read yet.
+func (p *ipcPublication) acceptingSubscriptions() bool {
+	return p.state == pubActive || (p.state == pubDraining && !p.drained())
 }
 
 // endImages tells every subscriber the image is gone

@@ -296,7 +296,7 @@ func (c *conductor) addSpySubscription(cl *clientSession, cmd cnc.SubscriptionCo
 // (aeron_driver_conductor_spy_subscription_link_matches: same channel and
 // stream, session if given; only publications still accepting).
 func (s *subLink) spies(p *networkPublication) bool {
-	return s.spy && p.state == pubActive && p.streamID == s.streamID && p.dest == s.spyDest && p.media == s.spyMedia &&
+	return s.spy && p.acceptingSubscriptions() && p.streamID == s.streamID && p.dest == s.spyDest && p.media == s.spyMedia &&
 		(!s.hasSession || s.sessionID == p.sessionID)
 }
 
@@ -420,7 +420,7 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 	c.receiverProxy.offer(func() { r.onAddSubscription(e, s) })
 	c.transmit(cnc.RspOnSubscriptionReady, cnc.AppendIDAndCounter(c.buf[:0], cmd.CorrelationID, channelStatusNotAllocated))
 	for _, im := range e.images {
-		if im.state == imageActive && im.streamID == s.streamID && (!s.hasSession || s.sessionID == im.sessionID) {
+		if im.acceptingSubscriptions() && im.streamID == s.streamID && (!s.hasSession || s.sessionID == im.sessionID) {
 			im.addSubscriber(c, s)
 		}
 	}

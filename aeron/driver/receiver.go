@@ -104,6 +104,11 @@ type receiveEndpoint struct {
 	pendingSetup map[[2]int32]int64
 	// image creation asked of the conductor, and when
 	creating map[[2]int32]int64
+	// coolDown: sessions whose image the receiver just dropped; their
+	// frames elicit no SETUP and their SETUPs make no image until the
+	// conductor lifts it (the dispatcher's IMAGE_COOL_DOWN, lifted on the
+	// image's linger when its subscriptions rejoin)
+	coolDown map[[2]int32]struct{}
 	ctl      [protocol.NakHeaderLength + 16]byte
 	batch    [][]byte
 
@@ -113,7 +118,7 @@ type receiveEndpoint struct {
 func newReceiveEndpoint(key string, t Transport) *receiveEndpoint {
 	// one receiver id per endpoint, as the C driver's endpoint->receiver_id:
 	// a multi-destination-cast sender tracks receivers by it
-	e := &receiveEndpoint{key: key, t: t, receiverID: rand.Int64(), pendingSetup: map[[2]int32]int64{}, lastControlNs: map[int32]int64{}, creating: map[[2]int32]int64{}, batch: make([][]byte, 1), mediaTSOffset: -1}
+	e := &receiveEndpoint{key: key, t: t, receiverID: rand.Int64(), pendingSetup: map[[2]int32]int64{}, lastControlNs: map[int32]int64{}, creating: map[[2]int32]int64{}, coolDown: map[[2]int32]struct{}{}, batch: make([][]byte, 1), mediaTSOffset: -1}
 	e.recvFn = e.onDatagram
 	return e
 }
@@ -204,6 +209,7 @@ func (r *receiver) onRemoveImage(e *receiveEndpoint, im *publicationImage) {
 				ReceiverID: im.receiverID, GroupTag: e.groupTag, HasGroupTag: e.hasGroupTag}
 			n, _ := sm.Encode(im.ctl[:])
 			im.sendControl(r, im.ctl[:n])
+			e.coolDown[[2]int32{im.sessionID, im.streamID}] = struct{}{}
 			break
 		}
 	}
@@ -280,7 +286,9 @@ func (e *receiveEndpoint) onDatagram(t Transport, buf []byte, from netip.AddrPor
 		}
 		im := e.image(h.SessionID, h.StreamID)
 		if im == nil {
-			if e.interested(h.StreamID, h.SessionID) {
+			// a frame with the EOS flag (a closed publication's linger)
+			// never brings the session back (aeron_data_packet_dispatcher_on_data)
+			if h.Flags&protocol.FlagEOS == 0 && e.interested(h.StreamID, h.SessionID) && !e.coolingDown(h.SessionID, h.StreamID) {
 				e.elicitSetup(t, h.SessionID, h.StreamID, from)
 			}
 			return
@@ -365,7 +373,7 @@ func (e *receiveEndpoint) onSetup(t Transport, s *protocol.Setup, from netip.Add
 		}
 		return
 	}
-	if !e.interested(s.StreamID, s.SessionID) {
+	if !e.interested(s.StreamID, s.SessionID) || e.coolingDown(s.SessionID, s.StreamID) {
 		return
 	}
 	if logbuffer.CheckTermLength(int64(s.TermLength)) != nil || s.MTU < protocol.DataHeaderLength || s.MTU > 65504 ||
@@ -380,9 +388,20 @@ func (e *receiveEndpoint) onSetup(t Transport, s *protocol.Setup, from netip.Add
 	if len(e.creating) >= maxPendingSetupEndpoints {
 		clear(e.creating)
 	}
-	e.creating[k] = r.nowNs
 	setup, c := *s, r.c
-	r.toConductor.offer(func() { c.onCreateImage(e, &setup, from, t) })
+	// Never wait on a full conductor queue (the conductor may be waiting
+	// on the receiver's): the next SETUP asks again.
+	if r.toConductor.tryOffer(func() { c.onCreateImage(e, &setup, from, t) }) {
+		e.creating[k] = r.nowNs
+	}
+}
+
+func (e *receiveEndpoint) coolingDown(sessionID, streamID int32) bool {
+	if len(e.coolDown) == 0 {
+		return false
+	}
+	_, ok := e.coolDown[[2]int32{sessionID, streamID}]
+	return ok
 }
 
 // poll is the receiver duty for the endpoint: read datagrams, then send
@@ -415,7 +434,7 @@ func (c *conductor) onCreateImage(e *receiveEndpoint, s *protocol.Setup, from ne
 		return
 	}
 	for _, im := range e.images {
-		if im.state == imageActive && im.sessionID == s.SessionID && im.streamID == s.StreamID {
+		if im.state != imageDone && im.sessionID == s.SessionID && im.streamID == s.StreamID {
 			return
 		}
 	}
@@ -462,7 +481,8 @@ func (e *receiveEndpoint) close(c *conductor) {
 type imageState int
 
 const (
-	imageActive imageState = iota
+	imageActive   imageState = iota
+	imageDraining            // ended: subscribers read to rcv-pos, EOS SMs go out
 	imageDone
 )
 
@@ -514,9 +534,14 @@ type publicationImage struct {
 	untethered             untetheredTimeouts
 	lastTetherCheckNs      int64
 
+	stateSinceNs int64
+
 	// shared
 	lastPacketNs atomic.Int64
 	eosPosition  atomic.Int64 // math.MaxInt64 until an EOS heartbeat
+	// sendingEOS: the image is draining, its status messages carry the
+	// EOS flag (is_sending_eos_sm)
+	sendingEOS atomic.Bool
 	// the subscriber position counters, replaced by the conductor as
 	// subscribers come and go, so that the receiver's window checks see
 	// consumption as it happens rather than as of the conductor's last cycle
@@ -607,7 +632,7 @@ func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, fr
 }
 
 func (im *publicationImage) addSubscriber(c *conductor, s *subLink) {
-	join := im.rebuildPosition
+	join := im.joinPosition()
 	key := streamKey(c.keyBuf, s.regID, im.sessionID, im.streamID, s.channel)
 	id, err := c.counters.Allocate(cnc.TypeSubscriberPosition, key, streamLabel("sub-pos", s.regID, im.sessionID, im.streamID, s.channel, "@"+strconv.FormatInt(join, 10)))
 	if err != nil {
@@ -686,12 +711,7 @@ func (im *publicationImage) checkUntethered(c *conductor) {
 			fmt.Fprintf(c.log, "image %d: untethered subscription %d set aside (linger)\n", im.regID, sp.sub.regID)
 		},
 		func(sp *subscriberPosition) {
-			join := im.rcvPos.Load()
-			for _, o := range im.subscribers {
-				if o.state != tetherResting {
-					join = min(join, o.pos.Load())
-				}
-			}
+			join := im.joinPosition()
 			sp.pos.Store(join)
 			c.transmit(cnc.RspOnAvailableImage, cnc.AppendImageReady(c.buf[:0], cnc.ImageReady{
 				CorrelationID: im.regID, SessionID: im.sessionID, StreamID: im.streamID, SubscriptionRegistrationID: sp.sub.regID,
@@ -701,6 +721,42 @@ func (im *publicationImage) checkUntethered(c *conductor) {
 	if changed {
 		im.publishSubscribers()
 	}
+}
+
+// joinPosition is aeron_publication_image_join_position: rcv-pos, or the
+// slowest subscriber not resting if it is behind, so that a late
+// subscriber reads what the others still may.
+func (im *publicationImage) joinPosition() int64 {
+	join := im.rcvPos.Load()
+	for _, sp := range im.subscribers {
+		if sp.state != tetherResting {
+			join = min(join, sp.pos.Load())
+		}
+	}
+	return join
+}
+
+// acceptingSubscriptions is aeron_publication_image_is_accepting_subscriptions:
+// a new subscription joins an image that some subscriber still reads, while
+// it is active or draining with data not yet read.
+func (im *publicationImage) acceptingSubscriptions() bool {
+	working := false
+	for _, sp := range im.subscribers {
+		working = working || sp.state != tetherResting
+	}
+	return working && (im.state == imageActive || (im.state == imageDraining && !im.drained()))
+}
+
+// drained is aeron_publication_image_is_drained: every subscriber not
+// resting read up to rcv-pos.
+func (im *publicationImage) drained() bool {
+	rcv := im.rcvPos.Load()
+	for _, sp := range im.subscribers {
+		if sp.state != tetherResting && sp.pos.Load() < rcv {
+			return false
+		}
+	}
+	return true
 }
 
 // consumedNow is the receiver's minimum subscriber position: rcv-pos
@@ -827,14 +883,43 @@ func (im *publicationImage) trackRebuild(c *conductor) int {
 		im.scheduleStatus(c, consumed)
 		work++
 	}
-	// End of the image: the publisher went away (liveness) or every
-	// subscriber consumed the end of stream.
-	if c.nowNs-im.lastPacketNs.Load() > c.cfg.ImageLivenessTimeout.Nanoseconds() ||
-		(eos != math.MaxInt64 && consumed >= eos) {
-		im.close(c)
-		work++
+	return work + im.onTimeEvent(c, eos)
+}
+
+// onTimeEvent is the image's lifecycle (aeron_publication_image_on_time_event).
+// ACTIVE ends on the end of stream rebuilt up to rcv-hwm, on the liveness
+// timeout (the publisher went silent: counted and logged, since the stream
+// ended without its end) or when no subscriber counts any more. DRAINING
+// keeps the image, still receiving, until every subscriber read up to
+// rcv-pos and EOS status messages went out for 5 SM timeouts; then the
+// subscribers get ON_UNAVAILABLE_IMAGE and the receiver lets it go.
+func (im *publicationImage) onTimeEvent(c *conductor, eos int64) int {
+	switch im.state {
+	case imageActive:
+		endOfStream := eos != math.MaxInt64 && im.rebuildPosition >= im.hwm.Load()
+		silent := c.nowNs-im.lastPacketNs.Load() > c.cfg.ImageLivenessTimeout.Nanoseconds()
+		working := false
+		for _, sp := range im.subscribers {
+			working = working || sp.state != tetherResting
+		}
+		if !endOfStream && !silent && working {
+			return 0
+		}
+		im.state, im.stateSinceNs = imageDraining, c.nowNs
+		im.sendingEOS.Store(true)
+		if silent && !endOfStream && working {
+			c.imageEndedShort(im, fmt.Sprintf("no packet from the publisher for %v", c.cfg.ImageLivenessTimeout))
+		}
+		fmt.Fprintf(c.log, "image %d: session %d stream %d draining (end of stream %v, publisher silent %v, subscribers %v)\n",
+			im.regID, im.sessionID, im.streamID, endOfStream, silent, working)
+		return 1
+	case imageDraining:
+		if im.drained() && c.nowNs-im.stateSinceNs > imageEOSStatusMessages*c.cfg.StatusMessageTimeout.Nanoseconds() {
+			im.close(c)
+			return 1
+		}
 	}
-	return work
+	return 0
 }
 
 // onLoss is the unicast loss detector: a new gap is NAKed after the
@@ -930,7 +1015,11 @@ func (im *publicationImage) sendPending(r *receiver) int {
 }
 
 func (im *publicationImage) sendStatus(r *receiver, pos, window int64) {
-	sm := protocol.StatusMessage{SessionID: im.sessionID, StreamID: im.streamID,
+	var flags uint8
+	if im.sendingEOS.Load() {
+		flags = protocol.SMFlagEOS
+	}
+	sm := protocol.StatusMessage{FrameHeader: protocol.FrameHeader{Flags: flags}, SessionID: im.sessionID, StreamID: im.streamID,
 		ConsumptionTermID:     logbuffer.ComputeTermIDFromPosition(pos, im.positionBitsToShift, im.initialTermID),
 		ConsumptionTermOffset: logbuffer.ComputeTermOffsetFromPosition(pos, im.positionBitsToShift),
 		ReceiverWindow:        int32(window), ReceiverID: im.receiverID,
@@ -969,6 +1058,11 @@ func (im *publicationImage) close(c *conductor) {
 	if im.handed {
 		e, r := im.e, c.recv
 		c.receiverProxy.offer(func() { r.onRemoveImage(e, im) })
+		// every subscription rejoins (ibgo has no rejoin=false), so the
+		// cool-down is lifted at once, after the removal, as the C
+		// conductor's transition to linger does
+		session, stream := im.sessionID, im.streamID
+		c.receiverProxy.offer(func() { delete(e.coolDown, [2]int32{session, stream}) })
 		c.awaitRelease(&im.released, free)
 	} else {
 		free()

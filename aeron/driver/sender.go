@@ -69,22 +69,34 @@ type networkPublication struct {
 	pubLmt, pubPos, sndPos, sndLmt         *atomic.Int64
 
 	// conductor
-	handed         bool
-	cleanPosition  int64
-	tripLimit      int64
-	lingerDeadline int64
-	drainSince     int64
+	handed        bool
+	cleanPosition int64
+	tripLimit     int64
+	// when the publication entered its state (time_of_last_activity_ns
+	// of DRAINING and LINGER)
+	stateSinceNs int64
+	// the non-exclusive publication's watch over snd-pos for a claim
+	// never committed
+	blocked blockedCheck
+	hw      logbuffer.HeaderWriter
 	// last untethered spy check (every timer interval)
 	lastTetherCheckNs int64
+	// the conductor's last view of hasReceivers, to log its changes
+	wasLive bool
 
-	// shared: the sender sets connected/hasReceivers/lastSMNs from status
-	// messages, the conductor clears them on the connection timeout and
-	// sets endOfStream; released says the sender dropped the publication.
-	hasReceivers atomic.Bool
-	connected    atomic.Bool
-	endOfStream  atomic.Bool
-	lastSMNs     atomic.Int64
-	released     atomic.Bool
+	// shared: the sender derives hasReceivers from its receiver liveness
+	// tracker and requiredReceivers from the flow control strategy; the
+	// conductor derives connected from both and the spies, and sets
+	// endOfStream once the sender caught up with a closed publication;
+	// receivedUnicastEOS says the one unicast receiver went away (an SM
+	// with the EOS flag), which ends the linger; released says the sender
+	// dropped the publication.
+	hasReceivers       atomic.Bool
+	requiredReceivers  atomic.Bool
+	connected          atomic.Bool
+	endOfStream        atomic.Bool
+	receivedUnicastEOS atomic.Bool
+	released           atomic.Bool
 
 	// sender (senderPosition is published through snd-pos)
 	senderPosition  int64
@@ -93,6 +105,15 @@ type networkPublication struct {
 	lastSetupNs     int64
 	shouldSendSetup bool
 	eosSent         bool
+	// receivers: receiver id -> last status message (the C driver's
+	// receiver_liveness_tracker); a receiver leaves with an EOS SM or
+	// after connTimeoutNs without one
+	receivers     map[int64]int64
+	connTimeoutNs int64
+	// hasInitialConnection: a status message came once; heartbeats go
+	// from then on, receivers or not, so that a receiver that timed out
+	// can elicit a SETUP again
+	hasInitialConnection bool
 	// AERON_SPIES_SIMULATE_CONNECTION, fixed at creation
 	simulateConnection bool
 
@@ -170,8 +191,9 @@ func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamI
 		positionBitsToShift: logbuffer.PositionBitsToShift(int32(params.termLength)), initialTermID: rand.Int32(),
 		termWindow: int64(window), pubLmtID: -1, pubPosID: -1, sndPosID: -1, sndLmtID: -1, shouldSendSetup: true,
 		simulateConnection: c.cfg.SpiesSimulateConnection,
-		sendBatch:          make([][]byte, 0, maxDatagramsPerSendDuty),
-		fc:                 &maxFlowControl{multiple: unicastFlowControlRetransmitMultiple}, rtx: newRetransmitHandler(false, 1),
+		receivers:          map[int64]int64{}, connTimeoutNs: c.cfg.PublicationConnTimeout.Nanoseconds(),
+		sendBatch: make([][]byte, 0, maxDatagramsPerSendDuty),
+		fc:        &maxFlowControl{multiple: unicastFlowControlRetransmitMultiple}, rtx: newRetransmitHandler(false, 1),
 		rcvWindow: min(int64(params.termLength)/2, int64(c.cfg.InitialWindowLength))}
 	p.recvFn = p.onControl
 	if params.hasPosition {
@@ -180,6 +202,11 @@ func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamI
 	m := log.Metadata()
 	start := c.initPublicationMetadata(m, regID, p.sessionID, streamID, p.initialTermID, p.termWindow, p.positionBitsToShift, params)
 	p.senderPosition, p.senderLimit, p.cleanPosition, p.tripLimit = start, start, start, start
+	p.blocked = blockedCheck{lastPos: start, lastMoved: c.nowNs}
+	if p.hw, err = logbuffer.NewHeaderWriter(m.DefaultFrameHeader()); err != nil {
+		p.close(c)
+		return nil, err
+	}
 	key := streamKey(c.keyBuf, regID, p.sessionID, streamID, channel)
 	alloc := func(typeID int32, name string, dst *int32) error {
 		id, err := c.counters.Allocate(typeID, key, streamLabel(name, regID, p.sessionID, streamID, channel, ""))
@@ -222,69 +249,128 @@ func (p *networkPublication) producerPosition() int64 {
 }
 
 // update is the conductor side (aeron_network_publication_update_pub_pos_and_lmt
-// and on_time_event): limits, cleaning, connection timeout, lifecycle. The
-// sender position is read from snd-pos, which the sender publishes.
+// and on_time_event): limits, cleaning and the lifecycle. The sender
+// position is read from snd-pos, which the sender publishes.
 func (p *networkPublication) update(c *conductor) int {
-	work := 0
 	switch p.state {
-	case pubDone:
-		return 0
+	case pubActive:
+		return p.updateActive(c)
+	case pubDraining:
+		return p.updateDraining(c)
 	case pubLinger:
-		if len(p.spies) > 0 && p.spiesFinished() {
-			p.endSpies(c)
-		}
-		if c.nowNs >= p.lingerDeadline {
-			p.close(c)
-		}
-		return work
+		return p.updateLinger(c)
 	}
+	return 0
+}
+
+// hasSubscribers is aeron_network_publication_has_subscribers: live
+// receivers that satisfy the flow control strategy, or spies that simulate
+// a connection.
+func (p *networkPublication) hasSubscribers() bool {
+	return (p.hasReceivers.Load() && p.requiredReceivers.Load()) || (p.simulateConnection && p.workingSpies())
+}
+
+// setConnected is aeron_network_publication_update_connected_status;
+// only the conductor calls it.
+func (p *networkPublication) setConnected(v bool) {
+	if p.connected.Load() != v {
+		p.connected.Store(v)
+		p.log.Metadata().SetIsConnected(v)
+	}
+}
+
+// updateActive: the limit follows the slowest of the sender and the spies
+// that are not resting (spies alone count when they simulate a
+// connection); a non-exclusive publication is unblocked when a client
+// abandoned a claim.
+func (p *networkPublication) updateActive(c *conductor) int {
+	work := 0
 	senderPosition := p.sndPos.Load()
-	p.pubPos.Store(p.producerPosition())
-	connected := p.connected.Load()
-	if connected && c.nowNs-p.lastSMNs.Load() > c.cfg.PublicationConnTimeout.Nanoseconds() {
-		connected = false
-		p.connected.Store(false)
-		if !p.simulateConnection || len(p.spies) == 0 {
-			p.log.Metadata().SetIsConnected(false)
+	producer := p.producerPosition()
+	p.pubPos.Store(producer)
+	if live := p.hasReceivers.Load(); live != p.wasLive {
+		p.wasLive = live
+		if !live {
+			fmt.Fprintf(c.log, "publication %d: no receiver sent a status message for %v, not connected\n", p.regID, c.cfg.PublicationConnTimeout)
 		}
-		fmt.Fprintf(c.log, "publication %d: no status message for %v, not connected\n", p.regID, c.cfg.PublicationConnTimeout)
 	}
-	if p.state == pubActive && len(p.spies) > 0 && c.nowNs-p.lastTetherCheckNs >= c.cfg.TimerInterval.Nanoseconds() {
+	if len(p.spies) > 0 && c.nowNs-p.lastTetherCheckNs >= c.cfg.TimerInterval.Nanoseconds() {
 		p.lastTetherCheckNs = c.nowNs
 		p.checkUntetheredSpies(c, senderPosition)
 	}
-	// aeron_network_publication_update_pub_pos_and_lmt: the limit follows
-	// the slowest of the sender and the spies that are not resting; spies
-	// alone count when they simulate a connection.
-	if connected || (c.cfg.SpiesSimulateConnection && p.workingSpies()) {
+	if p.hasSubscribers() {
+		p.setConnected(true)
 		minConsumer := senderPosition
 		for _, sp := range p.spies {
 			if sp.state != tetherResting {
 				minConsumer = min(minConsumer, sp.pos.Load())
 			}
 		}
-		if limit := minConsumer + p.termWindow; limit >= p.tripLimit && p.state == pubActive {
+		if limit := minConsumer + p.termWindow; limit >= p.tripLimit {
 			p.clean(minConsumer - p.termLength)
 			p.pubLmt.Store(limit)
 			p.tripLimit = limit + p.termWindow/8
 			work++
 		}
-	} else if lmt := p.pubLmt.Load(); lmt > senderPosition {
-		p.pubLmt.Store(senderPosition)
-		p.tripLimit = senderPosition
+	} else {
+		p.setConnected(false)
+		if lmt := p.pubLmt.Load(); lmt > senderPosition {
+			p.pubLmt.Store(senderPosition)
+			p.tripLimit = senderPosition
+			work++
+		}
 	}
-	if p.state == pubDraining {
-		// Drained once everything written was sent, or nobody listens
-		// (after the unblock timeout nothing will make progress).
-		if senderPosition >= p.producerPosition() || !connected ||
-			c.nowNs-p.drainSince > c.cfg.PublicationUnblockTimeout.Nanoseconds() {
-			p.state = pubLinger
-			p.endOfStream.Store(true) // the sender sends the EOS heartbeat now
-			p.lingerDeadline = c.nowNs + p.params.linger
+	if !p.exclusive && p.blocked.due(c.nowNs, c.cfg.PublicationUnblockTimeout.Nanoseconds(),
+		possiblyBlocked(p.log, p.positionBitsToShift, producer, senderPosition), senderPosition) {
+		if unblockLog(p.log, &p.hw, p.termLength, p.positionBitsToShift, senderPosition) {
+			c.sys[sysUnblockedPublications].Add(1)
+			fmt.Fprintf(c.log, "publication %d: unblocked an abandoned claim at position %d\n", p.regID, senderPosition)
 			work++
 		}
 	}
 	return work
+}
+
+// updateDraining: the last client let go. The publication stays here while
+// the sender is behind the producer and receivers are live (an abandoned
+// claim is unblocked first); once the sender caught up it signals end of
+// stream. It lingers when the spies read everything too; if it got there
+// with bytes unsent (every receiver went away), that is counted and logged.
+func (p *networkPublication) updateDraining(c *conductor) int {
+	producer := p.producerPosition()
+	p.pubPos.Store(producer)
+	sender := p.sndPos.Load()
+	if producer > sender {
+		if unblockLog(p.log, &p.hw, p.termLength, p.positionBitsToShift, sender) {
+			c.sys[sysUnblockedPublications].Add(1)
+			return 1
+		}
+		if p.hasReceivers.Load() {
+			return 0
+		}
+	} else {
+		p.endOfStream.Store(true)
+	}
+	if !p.spiesFinished(producer) {
+		return 0
+	}
+	p.endSpies(c)
+	p.state, p.stateSinceNs = pubLinger, c.nowNs
+	if sender < producer {
+		c.publicationEndedShort(p.regID, p.sessionID, p.streamID, p.channel, sender, producer,
+			fmt.Sprintf("no receiver sent a status message for %v", c.cfg.PublicationConnTimeout))
+	}
+	return 1
+}
+
+// updateLinger: EOS heartbeats go out for the linger, which ends early when
+// the unicast receiver said it has gone.
+func (p *networkPublication) updateLinger(c *conductor) int {
+	if p.refCount <= 0 && (p.receivedUnicastEOS.Load() || c.nowNs > p.stateSinceNs+p.params.linger) {
+		p.close(c)
+		return 1
+	}
+	return 0
 }
 
 // clean zeroes the log one term behind the slowest of the sender and the
@@ -318,7 +404,7 @@ func (p *networkPublication) send(c *sender) int {
 			}
 		}
 	}
-	if hasReceivers && !eos {
+	if hasReceivers {
 		sent = p.sendData(c)
 		work += sent
 	}
@@ -326,12 +412,13 @@ func (p *networkPublication) send(c *sender) int {
 		p.eosSent = true
 		p.lastSendNs = c.nowNs - heartbeatTimeoutNs // the EOS heartbeat goes now
 	}
-	if sent == 0 && hasReceivers && c.nowNs-p.lastSendNs >= heartbeatTimeoutNs {
+	if sent == 0 && p.hasInitialConnection && c.nowNs-p.lastSendNs >= heartbeatTimeoutNs {
 		p.sendHeartbeat(c)
 		work++
 	}
 	if sent == 0 {
 		p.flowControlIdle(c)
+		p.expireReceivers(c.nowNs)
 	}
 	p.rtx.processTimeouts(c.nowNs)
 	if p.mdc != nil {
@@ -573,10 +660,18 @@ func (p *networkPublication) onNak(c *sender, termID, termOffset, length int32) 
 	c.sys[sysRetransmitsSent].Add(1)
 }
 
+// startDraining: the last client let go (the DECREF of
+// aeron_network_publication.c). Nothing more can be claimed: pub-lmt and
+// the end of stream move to the producer position; a sender already there
+// signals end of stream at once.
 func (p *networkPublication) startDraining(c *conductor) {
-	p.state = pubDraining
-	p.drainSince = c.nowNs
-	p.log.Metadata().SetEndOfStreamPosition(p.producerPosition())
+	producer := p.producerPosition()
+	p.pubLmt.Store(producer)
+	p.log.Metadata().SetEndOfStreamPosition(producer)
+	if p.sndPos.Load() >= producer {
+		p.endOfStream.Store(true)
+	}
+	p.state, p.stateSinceNs = pubDraining, c.nowNs
 }
 
 // close takes the publication from the sender and frees its counters; its
@@ -588,6 +683,7 @@ func (p *networkPublication) close(c *conductor) {
 	p.state = pubDone
 	p.endSpies(c)
 	if p.log != nil {
+		p.connected.Store(false)
 		p.log.Metadata().SetIsConnected(false)
 	}
 	free := func() {
@@ -630,7 +726,7 @@ func (p *networkPublication) close(c *conductor) {
 // with aeron_network_publication_join_position; source identity "aeron:ipc"
 // as the C driver passes).
 func (p *networkPublication) addSpy(c *conductor, s *subLink) {
-	join := p.sndPos.Load()
+	join := p.joinPosition()
 	key := streamKey(c.keyBuf, s.regID, p.sessionID, p.streamID, s.channel)
 	id, err := c.counters.Allocate(cnc.TypeSubscriberPosition, key, streamLabel("sub-pos", s.regID, p.sessionID, p.streamID, s.channel, "@"+strconv.FormatInt(join, 10)))
 	if err != nil {
@@ -644,12 +740,32 @@ func (p *networkPublication) addSpy(c *conductor, s *subLink) {
 	sp.pos.Store(join)
 	p.spies = append(p.spies, sp)
 	p.publishSpies()
-	if p.simulateConnection {
-		p.log.Metadata().SetIsConnected(true)
+	if p.simulateConnection && p.state == pubActive {
+		p.setConnected(true)
 	}
 	c.transmit(cnc.RspOnAvailableImage, cnc.AppendImageReady(c.buf[:0], cnc.ImageReady{
 		CorrelationID: p.regID, SessionID: p.sessionID, StreamID: p.streamID, SubscriptionRegistrationID: s.regID,
 		SubscriberPositionID: id, LogFile: p.logFile, SourceIdentity: "aeron:ipc"}))
+}
+
+// acceptingSubscriptions is aeron_network_publication_is_accepting_subscriptions:
+// a spy joins while the publication is active, or draining with spies still
+// reading and data not yet sent.
+func (p *networkPublication) acceptingSubscriptions() bool {
+	return p.state == pubActive ||
+		(p.state == pubDraining && p.workingSpies() && p.producerPosition() > p.sndPos.Load())
+}
+
+// joinPosition is aeron_network_publication_join_position: the sender
+// position, or the slowest spy not resting if it is behind.
+func (p *networkPublication) joinPosition() int64 {
+	join := p.sndPos.Load()
+	for _, sp := range p.spies {
+		if sp.state != tetherResting {
+			join = min(join, sp.pos.Load())
+		}
+	}
+	return join
 }
 
 func (p *networkPublication) removeSpy(c *conductor, s *subLink) {
@@ -666,8 +782,7 @@ func (p *networkPublication) removeSpy(c *conductor, s *subLink) {
 
 // spiesFinished says every spy not resting read all that was published
 // (aeron_network_publication_spies_finished_consuming).
-func (p *networkPublication) spiesFinished() bool {
-	end := p.producerPosition()
+func (p *networkPublication) spiesFinished(end int64) bool {
 	for _, sp := range p.spies {
 		if sp.state != tetherResting && sp.pos.Load() < end {
 			return false
@@ -686,8 +801,8 @@ func (p *networkPublication) endSpies(c *conductor) {
 
 // spyUnconnected drops the connection the last simulating spy made.
 func (p *networkPublication) spyUnconnected() {
-	if p.simulateConnection && !p.workingSpies() && !p.connected.Load() {
-		p.log.Metadata().SetIsConnected(false)
+	if p.simulateConnection && p.state == pubActive {
+		p.setConnected(p.hasSubscribers())
 	}
 }
 
@@ -727,7 +842,7 @@ func (p *networkPublication) checkUntetheredSpies(c *conductor, senderPosition i
 			fmt.Fprintf(c.log, "publication %d: untethered spy %d set aside (linger)\n", p.regID, sp.sub.regID)
 		},
 		func(sp *subscriberPosition) {
-			join := p.sndPos.Load()
+			join := p.joinPosition()
 			sp.pos.Store(join)
 			c.transmit(cnc.RspOnAvailableImage, cnc.AppendImageReady(c.buf[:0], cnc.ImageReady{
 				CorrelationID: p.regID, SessionID: p.sessionID, StreamID: p.streamID, SubscriptionRegistrationID: sp.sub.regID,
