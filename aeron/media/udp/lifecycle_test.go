@@ -123,6 +123,7 @@ func startCScenario(t *testing.T, bin string, simulateSpies bool) scenarioDriver
 		"AERON_IMAGE_LIVENESS_TIMEOUT="+strconv.FormatInt(lcImageLiveness.Nanoseconds(), 10),
 		"AERON_PUBLICATION_CONNECTION_TIMEOUT="+strconv.FormatInt(lcConnTimeout.Nanoseconds(), 10),
 		"AERON_SPIES_SIMULATE_CONNECTION="+strconv.FormatBool(simulateSpies),
+		"AERON_TIMER_INTERVAL=50000000", // ibgo's tests run their timers every 50 ms too
 	)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -518,5 +519,78 @@ func TestLifecycleShortLivedPublications(t *testing.T) {
 			requireSequence(t, got, 0, each, fmt.Sprintf("%s session %d", k.name, session))
 		}
 		requireNothingEndedShort(t, pd, sd)
+	})
+}
+
+const ipcChannel = "aeron:ipc?term-length=65536"
+
+// TestLifecycleIPCDrainWaitsForIdleSubscriber: an IPC publication closed
+// while its subscriber reads nothing keeps the image, past the unblock
+// timeout and the linger (ibgo used to give up after the unblock timeout
+// and end the image at the end of the linger, unread data and all).
+func TestLifecycleIPCDrainWaitsForIdleSubscriber(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, k driverKind) {
+		d := k.start(t, false)
+		r := newRecorder(t, connect(t, d.Dir()), ipcChannel, 20, false)
+		pc, err := client.Connect(context.Background(), client.Options{Dir: d.Dir(), IdleSleep: 100 * time.Microsecond})
+		require.NoError(t, err)
+		pub, err := pc.AddPublication(context.Background(), ipcChannel, 20)
+		require.NoError(t, err)
+		awaitConnected(t, pub, r)
+		r.paused.Store(true)
+		offer(t, pub, 0, 100)
+		require.NoError(t, pc.Close())
+		time.Sleep(lcUnblock + lcLinger + time.Second)
+		require.Equal(t, int32(0), r.unavailable.Load(), "the image stays while unread data is in it")
+		r.paused.Store(false)
+		waitFor(t, "every message", func() bool { return r.total.Load() >= 100 })
+		waitFor(t, "image unavailable", func() bool { return r.unavailable.Load() == 1 })
+		requireSequence(t, r.only(t), 0, 100, k.name)
+		requireNothingEndedShort(t, d)
+	})
+}
+
+// TestLifecycleIPCUnavailableOnceDrained: ON_UNAVAILABLE_IMAGE goes out
+// once the subscribers read the end, not at the end of the linger.
+func TestLifecycleIPCUnavailableOnceDrained(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, k driverKind) {
+		d := k.start(t, false)
+		c := connect(t, d.Dir())
+		r := newRecorder(t, c, ipcChannel, 21, false)
+		pub, err := c.AddPublication(context.Background(), ipcChannel, 21)
+		require.NoError(t, err)
+		awaitConnected(t, pub, r)
+		offer(t, pub, 0, 10)
+		waitFor(t, "every message", func() bool { return r.total.Load() >= 10 })
+		start := time.Now()
+		require.NoError(t, pub.Close())
+		waitFor(t, "image unavailable", func() bool { return r.unavailable.Load() == 1 })
+		took := time.Since(start)
+		t.Logf("%s: unavailable %v after close", k.name, took.Round(time.Millisecond))
+		require.Less(t, took, lcLinger*7/10, "unavailable once drained, not after the linger (%v)", lcLinger)
+	})
+}
+
+// TestLifecycleExclusiveIPCClaimNotUnblocked: an exclusive publication has
+// one publisher, so a claim held past the unblock timeout is not taken
+// away (C never unblocks an active exclusive publication; ibgo did, and the
+// late commit lost its message).
+func TestLifecycleExclusiveIPCClaimNotUnblocked(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, k driverKind) {
+		d := k.start(t, false)
+		c := connect(t, d.Dir())
+		r := newRecorder(t, c, ipcChannel, 22, false)
+		pub, err := c.AddExclusivePublication(context.Background(), ipcChannel, 22)
+		require.NoError(t, err)
+		awaitConnected(t, pub, r)
+		var claim client.BufferClaim
+		require.Positive(t, pub.TryClaim(lcMessage, &claim))
+		time.Sleep(lcUnblock + 1500*time.Millisecond)
+		require.Equal(t, int64(0), sysCounter(t, c, "Unblocked Publications"))
+		binary.LittleEndian.PutUint64(claim.Buffer(), 0)
+		claim.Commit()
+		offer(t, pub, 1, 1)
+		waitFor(t, "both messages", func() bool { return r.total.Load() >= 2 })
+		requireSequence(t, r.only(t), 0, 2, k.name)
 	})
 }
