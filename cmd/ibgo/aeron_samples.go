@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ibgo/ibgo/aeron/client"
+	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/driver"
 )
 
@@ -46,6 +48,9 @@ func init() {
 			Description: "Connects to the media driver, adds a publication on --channel/--stream and offers --messages\n" +
 				"messages of --length bytes, each starting with its sequence number, as Aeron's BasicPublisher\n" +
 				"does. Pair it with `ibgo aeron sub`.\n\n" +
+				"On a network channel it then closes the publication and waits (up to --drain-timeout) until the\n" +
+				"driver has sent everything and let the publication go; it exits 4 if the driver ended it with bytes\n" +
+				"unsent (every receiver went away, or the driver stopped): such loss is never silent.\n\n" +
 				"Example:\n" +
 				"   ibgo aeron pub --channel aeron:udp?endpoint=localhost:40456 --stream 1001 -n 100\n\n" +
 				"Environment:\n" + aeronClientEnv,
@@ -54,6 +59,7 @@ func init() {
 				&cli.IntFlag{Name: "length", Aliases: []string{"l"}, Value: 32, Usage: "message length in bytes (at least 8)"},
 				&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "give up when one message cannot be offered for this long"},
 				&cli.BoolFlag{Name: "exclusive", Usage: "use an exclusive publication"},
+				&cli.DurationFlag{Name: "drain-timeout", Value: time.Minute, Usage: "wait this long for the driver to send everything offered (0: do not wait)"},
 			),
 			Action: aeronPub,
 		},
@@ -62,7 +68,8 @@ func init() {
 			Usage: "receive N messages and check their sequence numbers (BasicSubscriber)",
 			Description: "Connects to the media driver, adds a subscription on --channel/--stream and polls until\n" +
 				"--messages messages have arrived, failing if a sequence number is out of order, as Aeron's\n" +
-				"BasicSubscriber does (plus the check). Pair it with `ibgo aeron pub`.\n\n" +
+				"BasicSubscriber does (plus the check). Pair it with `ibgo aeron pub`. It exits 3 when the publisher's\n" +
+				"image ends (goes unavailable) before --messages arrived: the stream ended short.\n\n" +
 				"Example:\n" +
 				"   ibgo aeron sub --channel aeron:udp?endpoint=localhost:40456 --stream 1001 -n 100\n" +
 				"      received 100 messages in order\n\n" +
@@ -229,7 +236,45 @@ func aeronPub(c *cli.Context) error {
 			}
 		}
 	}
-	fmt.Fprintf(w, "offered %d messages, position %d\n", n, pub.Position())
+	final := pub.Position()
+	fmt.Fprintf(w, "offered %d messages, position %d\n", n, final)
+	if d := c.Duration("drain-timeout"); d > 0 {
+		return awaitDrain(w, cl, pub, final, d)
+	}
+	return nil
+}
+
+// awaitDrain closes a network publication and watches its snd-pos counter
+// until the driver frees it: the publication is done only once the driver
+// sent everything to live receivers or gave up on them, and the last
+// snd-pos says which. IPC publications have no snd-pos: nothing to wait for.
+func awaitDrain(w io.Writer, cl *client.Client, pub *client.Publication, final int64, timeout time.Duration) error {
+	regID := pub.RegistrationID()
+	r := cl.Counters()
+	id := r.FindByTypeIDAndRegistrationID(cnc.TypeSenderPosition, regID)
+	if id < 0 {
+		return nil
+	}
+	if err := pub.Close(); err != nil {
+		return fail(1, "close publication: %v", err)
+	}
+	sent := r.CounterValue(id)
+	deadline := time.Now().Add(timeout)
+	for r.CounterState(id) == cnc.RecordAllocated && r.RegistrationID(id) == regID && r.CounterTypeID(id) == cnc.TypeSenderPosition {
+		sent = max(sent, r.CounterValue(id))
+		if time.Now().After(deadline) {
+			return fail(4, "the driver was still draining publication %d after %v: sent %d of %d bytes", regID, timeout, sent, final)
+		}
+		if err := cl.Err(); err != nil {
+			return fail(4, "publication %d: %v; sent %d of %d bytes", regID, err, sent, final)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if sent < final {
+		return fail(4, "LOSS: the driver ended publication %d with %d bytes unsent (sent to position %d of %d): "+
+			"no receiver was left, or the driver stopped (its error log says which: ibgo aeron errors)", regID, final-sent, sent, final)
+	}
+	fmt.Fprintf(w, "drained: the driver sent all %d bytes before letting the publication go\n", final)
 	return nil
 }
 
@@ -244,7 +289,14 @@ func aeronSub(c *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	sub, err := cl.AddSubscription(c.Context, c.String("channel"), stream)
+	// an image goes unavailable only once this subscription read all the
+	// driver had of it: one that goes before n messages ended short
+	var ended atomic.Int32
+	var endedSession atomic.Int32
+	sub, err := cl.AddSubscriptionWithHandlers(c.Context, c.String("channel"), stream, nil, func(img *client.Image) {
+		endedSession.Store(img.SessionID())
+		ended.Add(1)
+	})
 	if err != nil {
 		return fail(1, "add subscription: %v", err)
 	}
@@ -279,6 +331,10 @@ func aeronSub(c *cli.Context) error {
 		}
 		if err := cl.Err(); err != nil {
 			return fail(3, "%v", err)
+		}
+		if ended.Load() > 0 && sub.ImageCount() == 0 && sub.Poll(handler, 100) == 0 {
+			return fail(3, "LOSS: the image of session %d went unavailable after %d of %d messages: the stream ended short "+
+				"(the publisher's driver stopped, or lost its receivers; its error log says which: ibgo aeron errors)", endedSession.Load(), next, n)
 		}
 		if time.Since(last) > timeout {
 			return fail(3, "timeout: no message for %v after %d of %d messages", timeout, next, n)

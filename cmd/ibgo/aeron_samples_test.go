@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,14 +16,15 @@ import (
 	"github.com/ibgo/ibgo/aeron/client"
 	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/driver"
+	"github.com/ibgo/ibgo/aeron/media/udp"
 )
 
-func sampleDriver(t *testing.T) (*driver.Driver, *client.Client) {
+func sampleDriver(t *testing.T, opts ...driver.Option) (*driver.Driver, *client.Client) {
 	cfg := driver.DefaultConfig()
 	cfg.Dir = filepath.Join(t.TempDir(), "aeron")
 	cfg.IPCTermBufferLength = 64 << 10
 	cfg.PublicationLingerTimeout = 10 * time.Millisecond
-	d, err := driver.Start(cfg)
+	d, err := driver.Start(cfg, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { d.Close() })
 	c, err := client.Connect(context.Background(), client.Options{Dir: cfg.Dir})
@@ -223,4 +225,85 @@ func TestAeronStatOfIbgoDriver(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "aeron:udp channels are not supported by this driver yet")
 	require.Contains(t, out, "1 distinct errors observed")
+}
+
+// TestAeronPubReportsDrain: on a network channel `ibgo aeron pub` waits for
+// the driver to send everything and says so; when the only receiver goes
+// away with bytes still unsent, it says how many and exits 4, and the
+// driver counted and logged the same.
+func TestAeronPubReportsDrain(t *testing.T) {
+	for _, receiverLeaves := range []bool{false, true} {
+		t.Run("receiver leaves "+strconv.FormatBool(receiverLeaves), func(t *testing.T) {
+			d, c := sampleDriver(t, driver.WithMedia(udp.New(udp.Loss{})))
+			port := freeUDPPort(t)
+			// a 4 KiB receiver window: a subscriber that reads nothing holds the
+			// sender back well before the 100 messages are sent
+			channel := "aeron:udp?endpoint=127.0.0.1:" + strconv.Itoa(port) + "|term-length=64k|rcv-wnd=4096"
+			sub, err := c.AddSubscription(context.Background(), channel, 1001)
+			require.NoError(t, err)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if receiverLeaves {
+					time.Sleep(500 * time.Millisecond)
+					sub.Close()
+					return
+				}
+				n := 0
+				for end := time.Now().Add(30 * time.Second); n < 100 && time.Now().Before(end); {
+					if k := sub.Poll(func([]byte, *client.Header) {}, 10); k > 0 {
+						n += k
+					} else {
+						time.Sleep(10 * time.Microsecond)
+					}
+				}
+			}()
+			code, out, stderr := runIbgo(t, "aeron", "pub", "--dir", d.Dir(), "--channel", channel, "--messages", "100", "--length", "256")
+			<-done
+			if !receiverLeaves {
+				require.Equal(t, 0, code, stderr)
+				require.Contains(t, out, "drained: the driver sent all")
+				return
+			}
+			require.Equal(t, 4, code, "stdout %q stderr %q", out, stderr)
+			require.Contains(t, stderr, "LOSS: the driver ended publication")
+			require.Contains(t, stderr, "bytes unsent")
+			var texts []string
+			f, err := cnc.OpenFile(cnc.Path(d.Dir()), false)
+			require.NoError(t, err)
+			defer f.Close()
+			_, err = cnc.ReadErrorLog(f.ErrorLogBuffer(), 0, func(o cnc.Observation) { texts = append(texts, o.Text) })
+			require.NoError(t, err)
+			require.NotEmpty(t, texts)
+			require.Contains(t, strings.Join(texts, "\n"), "bytes unsent")
+		})
+	}
+}
+
+// TestAeronSubReportsEndedShort: an image that goes unavailable before
+// --messages arrived fails the subscriber, saying so.
+func TestAeronSubReportsEndedShort(t *testing.T) {
+	d, c := sampleDriver(t)
+	pub, err := c.AddPublication(context.Background(), "aeron:ipc", 1001)
+	require.NoError(t, err)
+	go func() {
+		for !pub.IsConnected() {
+			time.Sleep(time.Millisecond)
+		}
+		msg := make([]byte, 16)
+		for pub.Offer(msg) < 0 {
+		}
+		pub.Close()
+	}()
+	code, out, stderr := runIbgo(t, "aeron", "sub", "--dir", d.Dir(), "--messages", "3")
+	require.Equal(t, 3, code, "stdout %q stderr %q", out, stderr)
+	require.Contains(t, stderr, "went unavailable after 1 of 3 messages")
+}
+
+// freeUDPPort finds a UDP port free on loopback now.
+func freeUDPPort(t *testing.T) int {
+	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer conn.Close()
+	return conn.LocalAddr().(*net.UDPAddr).Port
 }
