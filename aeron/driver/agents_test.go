@@ -97,3 +97,82 @@ func TestAgentsRunApartByThreadingMode(t *testing.T) {
 		})
 	}
 }
+
+// TestReceiverNeverWaitsOnFullConductorQueue: while the conductor is held
+// inside a command, SETUPs of more new sessions than its queue holds
+// arrive. The receiver must not wait for room (the conductor may itself be
+// waiting on the receiver's queue): it reads every datagram, counts the
+// offers that failed, and the sessions it could not hand over get their
+// image from a later SETUP once the conductor is back.
+func TestReceiverNeverWaitsOnFullConductorQueue(t *testing.T) {
+	m := &fakeMedia{}
+	cfg := udpTestConfig(t)
+	cfg.ThreadingMode = Dedicated
+	cfg.SenderIdle, cfg.ReceiverIdle = "sleep-ns,50000", "sleep-ns,50000"
+	hold, entered := make(chan struct{}), make(chan struct{}, 1)
+	d, err := Start(cfg, WithMedia(m), WithCommandObserver(func(typeID int32, _ []byte) {
+		if typeID == cnc.CmdAddCounter {
+			entered <- struct{}{}
+			<-hold
+		}
+	}))
+	require.NoError(t, err)
+	defer d.Close()
+	cl, err := client.Connect(context.Background(), client.Options{Dir: d.Dir(), IdleSleep: 100 * time.Microsecond})
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx := context.Background()
+	sub, err := cl.AddSubscription(ctx, "aeron:udp?endpoint=127.0.0.1:40458|term-length=64k", 7)
+	require.NoError(t, err)
+	var subT *fakeTransport
+	require.Eventually(t, func() bool { subT = m.transport(netip.MustParseAddrPort("127.0.0.1:40458")); return subT != nil }, 10*time.Second, time.Millisecond)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cl.AddCounter(ctx, 1001, nil, "held")
+		done <- err
+	}()
+	<-entered
+	const sessions = commandQueueCapacity + 200
+	setup := func(session int32) []byte {
+		s := protocol.Setup{SessionID: session, StreamID: 7, InitialTermID: 5, ActiveTermID: 5, TermLength: 64 << 10, MTU: 1408}
+		b := make([]byte, protocol.SetupHeaderLength)
+		_, err := s.Encode(b)
+		require.NoError(t, err)
+		return b
+	}
+	from := netip.MustParseAddrPort("127.0.0.1:40999")
+	for i := range int32(sessions) {
+		subT.push(from, setup(1000+i))
+	}
+	require.Eventually(t, func() bool { return subT.pending() == 0 }, 10*time.Second, time.Millisecond,
+		"the receiver reads on while the conductor's queue is full")
+	require.Positive(t, d.c.sys[sysFailedOffersConductor].Load(), "the failed offers are counted")
+	// the subscription goes first, so that the queued requests make no
+	// images (1,024 logs would only slow the test down)
+	closed := make(chan error, 1)
+	go func() { closed <- sub.Close() }()
+	time.Sleep(50 * time.Millisecond)
+	close(hold)
+	require.NoError(t, <-done)
+	require.NoError(t, <-closed)
+	sub, err = cl.AddSubscription(ctx, "aeron:udp?endpoint=127.0.0.1:40458|term-length=64k", 7)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { // the new subscription's endpoint: the last transport on the address
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		n := len(m.transports)
+		subT = m.transports[n-1]
+		return n > 1 && subT.bind == netip.MustParseAddrPort("127.0.0.1:40458")
+	}, 10*time.Second, time.Millisecond)
+	// a later SETUP of a session that did not fit gets its image
+	last := int32(1000 + sessions - 1)
+	require.Eventually(t, func() bool {
+		subT.push(from, setup(last))
+		for _, img := range sub.Images() {
+			if img.SessionID() == last {
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 50*time.Millisecond)
+}
