@@ -28,13 +28,18 @@ import (
 // aeron:ib UD and aeron:ib RC, on a clean link and with tc netem on both
 // guests' ends (5 % loss, 2 % duplication, 2 ms delay with reordering). The
 // publisher's driver drains on its own; neither driver may count or log a
-// stream that ended short. IBGO_LIFECYCLE_MESSAGES sets the count
-// (1,000,000 by default; the netem runs take a tenth of it).
+// stream that ended short. IBGO_LIFECYCLE_MESSAGES sets the count on the
+// clean link (1,000,000 by default), IBGO_LIFECYCLE_NETEM_MESSAGES under
+// netem (a tenth of that by default, to stay within make test's time).
 func TestTwoNodePublishThenExit(t *testing.T) {
 	vm := testutil.TwoNodes(t)
 	n := 1_000_000
 	if v, err := strconv.Atoi(os.Getenv("IBGO_LIFECYCLE_MESSAGES")); err == nil && v > 0 {
 		n = v
+	}
+	netemN := max(n/10, 1)
+	if v, err := strconv.Atoi(os.Getenv("IBGO_LIFECYCLE_NETEM_MESSAGES")); err == nil && v > 0 {
+		netemN = v
 	}
 	cases := []struct {
 		name, channel string
@@ -51,7 +56,7 @@ func TestTwoNodePublishThenExit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			count := n
 			if tc.netem {
-				count = max(n/10, 1)
+				count = netemN
 				netem(t, vm.Netdev, "delay", "2ms", "reorder", "25%", "50%", "loss", "5%", "duplicate", "2%")
 			}
 			d := startBothMedia(t)

@@ -47,7 +47,11 @@ const (
 // scenarioDriver is a driver a scenario runs on.
 type scenarioDriver interface {
 	Dir() string
-	// Kill stops the driver without a word to its peers (no EOS).
+	// Kill stops the driver: aeronmd by SIGKILL, without a word to its
+	// peers; ibgo's by Close, whose senders send no EOS either but whose
+	// receiver still tells its publishers it went (EOS status messages),
+	// so a publisher stops sending to it at once rather than after the
+	// connection timeout.
 	Kill()
 	// ibgo is the in-process driver when it is ibgo's, else nil.
 	ibgo() *driver.Driver
@@ -592,5 +596,93 @@ func TestLifecycleExclusiveIPCClaimNotUnblocked(t *testing.T) {
 		offer(t, pub, 1, 1)
 		waitFor(t, "both messages", func() bool { return r.total.Load() >= 2 })
 		requireSequence(t, r.only(t), 0, 2, k.name)
+	})
+}
+
+// requireRun checks got is one contiguous run of sequence numbers that
+// ends at last (exactly once, in order) and returns its first number.
+func requireRun(t *testing.T, got []uint64, last uint64, what string) uint64 {
+	t.Helper()
+	require.NotEmpty(t, got, what)
+	first := got[0]
+	require.LessOrEqual(t, first, last, what)
+	requireSequence(t, got, first, int(last-first+1), what)
+	return first
+}
+
+// TestLifecycleSubscriberDriverRestart: the subscriber's driver is killed
+// and a new one starts on the same endpoint; the publication, offering all
+// along, connects to it, and the new subscription gets one contiguous run
+// of messages up to the last, none twice.
+func TestLifecycleSubscriberDriverRestart(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, k driverKind) {
+		pd, sd := k.start(t, false), k.start(t, false)
+		channel := scenarioChannel(t)
+		r := newRecorder(t, connect(t, sd.Dir()), channel, 14, false)
+		pub, err := connect(t, pd.Dir()).AddPublication(context.Background(), channel, 14)
+		require.NoError(t, err)
+		awaitConnected(t, pub, r)
+		offer(t, pub, 0, 200)
+		waitFor(t, "the first 200", func() bool { return r.total.Load() >= 200 })
+		r.close()
+		sd.Kill()
+		sd2 := k.start(t, false)
+		r2 := newRecorder(t, connect(t, sd2.Dir()), channel, 14, false)
+		const n = 2000
+		offer(t, pub, 200, n-200) // blocks while no receiver takes it
+		waitFor(t, "the new subscription's image", r2.sub.IsConnected)
+		waitFor(t, "the last message", func() bool {
+			r2.mu.Lock()
+			defer r2.mu.Unlock()
+			for _, s := range r2.seqs {
+				return len(s) > 0 && s[len(s)-1] == n-1
+			}
+			return false
+		})
+		first := requireRun(t, r2.only(t), n-1, k.name)
+		t.Logf("%s: the new subscriber's run starts at %d", k.name, first)
+		require.GreaterOrEqual(t, first, uint64(200))
+		requireNothingEndedShort(t, pd, sd2)
+	})
+}
+
+// TestLifecyclePublisherDriverRestart: the publisher's driver is killed and
+// a new one publishes again: the subscriber sees the first image end (after
+// the liveness timeout, with all it received) and a second session with
+// every message of the new publication. ibgo counts the first image as
+// ended without end of stream.
+func TestLifecyclePublisherDriverRestart(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, k driverKind) {
+		pd, sd := k.start(t, false), k.start(t, false)
+		channel := scenarioChannel(t)
+		r := newRecorder(t, connect(t, sd.Dir()), channel, 15, false)
+		pub, err := connect(t, pd.Dir()).AddPublication(context.Background(), channel, 15)
+		require.NoError(t, err)
+		awaitConnected(t, pub, r)
+		offer(t, pub, 0, 200)
+		waitFor(t, "the first 200", func() bool { return r.total.Load() >= 200 })
+		pd.Kill()
+		pd2 := k.start(t, false)
+		pub2, err := connect(t, pd2.Dir()).AddPublication(context.Background(), channel, 15)
+		require.NoError(t, err)
+		waitFor(t, "the new publication connected", pub2.IsConnected)
+		offer(t, pub2, 0, 300)
+		waitFor(t, "every message of both", func() bool { return r.total.Load() >= 500 })
+		waitFor(t, "the first image unavailable", func() bool { return r.unavailable.Load() == 1 })
+		require.Equal(t, int32(2), r.available.Load())
+		r.mu.Lock()
+		require.Len(t, r.seqs, 2, "two sessions")
+		for session, got := range r.seqs {
+			if session == pub2.SessionID() {
+				requireSequence(t, got, 0, 300, k.name+" second session")
+			} else {
+				requireSequence(t, got, 0, 200, k.name+" first session")
+			}
+		}
+		r.mu.Unlock()
+		if d := sd.ibgo(); d != nil {
+			_, images, _ := endedShort(t, d)
+			require.Equal(t, int64(1), images, "the first image ended without end of stream")
+		}
 	})
 }
