@@ -22,24 +22,9 @@ import (
 func TestAgentsRunApartByThreadingMode(t *testing.T) {
 	for _, mode := range []ThreadingMode{Dedicated, SharedNetwork, Shared} {
 		t.Run(string(mode), func(t *testing.T) {
-			m := &fakeMedia{}
-			cfg := udpTestConfig(t)
-			cfg.ThreadingMode = mode
-			cfg.SenderIdle, cfg.ReceiverIdle, cfg.SharedNetworkIdle, cfg.SharedIdle = "sleep-ns,50000", "sleep-ns,50000", "sleep-ns,50000", "sleep-ns,50000"
-			hold, entered := make(chan struct{}), make(chan struct{}, 1)
-			d, err := Start(cfg, WithMedia(m), WithCommandObserver(func(typeID int32, _ []byte) {
-				if typeID == cnc.CmdAddCounter {
-					entered <- struct{}{}
-					<-hold
-				}
-			}))
-			require.NoError(t, err)
-			defer d.Close()
-			cl, err := client.Connect(context.Background(), client.Options{Dir: d.Dir(), IdleSleep: 100 * time.Microsecond})
-			require.NoError(t, err)
-			defer cl.Close()
+			m, cl, hold, entered := heldConductorDriver(t, mode)
 			ctx := context.Background()
-			_, err = cl.AddPublication(ctx, "aeron:udp?endpoint=127.0.0.1:40456", 7)
+			_, err := cl.AddPublication(ctx, "aeron:udp?endpoint=127.0.0.1:40456", 7)
 			require.NoError(t, err)
 			_, err = cl.AddSubscription(ctx, "aeron:udp?endpoint=127.0.0.1:40457", 7)
 			require.NoError(t, err)
@@ -98,18 +83,15 @@ func TestAgentsRunApartByThreadingMode(t *testing.T) {
 	}
 }
 
-// TestReceiverNeverWaitsOnFullConductorQueue: while the conductor is held
-// inside a command, SETUPs of more new sessions than its queue holds
-// arrive. The receiver must not wait for room (the conductor may itself be
-// waiting on the receiver's queue): it reads every datagram, counts the
-// offers that failed, and the sessions it could not hand over get their
-// image from a later SETUP once the conductor is back.
-func TestReceiverNeverWaitsOnFullConductorQueue(t *testing.T) {
-	m := &fakeMedia{}
+// heldConductorDriver starts a driver on a fakeMedia in mode whose
+// conductor, inside an ADD_COUNTER command, signals entered and waits
+// until hold is closed, and a client of it.
+func heldConductorDriver(t *testing.T, mode ThreadingMode) (m *fakeMedia, cl *client.Client, hold, entered chan struct{}) {
+	m = &fakeMedia{}
 	cfg := udpTestConfig(t)
-	cfg.ThreadingMode = Dedicated
-	cfg.SenderIdle, cfg.ReceiverIdle = "sleep-ns,50000", "sleep-ns,50000"
-	hold, entered := make(chan struct{}), make(chan struct{}, 1)
+	cfg.ThreadingMode = mode
+	cfg.SenderIdle, cfg.ReceiverIdle, cfg.SharedNetworkIdle, cfg.SharedIdle = "sleep-ns,50000", "sleep-ns,50000", "sleep-ns,50000", "sleep-ns,50000"
+	hold, entered = make(chan struct{}), make(chan struct{}, 1)
 	d, err := Start(cfg, WithMedia(m), WithCommandObserver(func(typeID int32, _ []byte) {
 		if typeID == cnc.CmdAddCounter {
 			entered <- struct{}{}
@@ -117,10 +99,21 @@ func TestReceiverNeverWaitsOnFullConductorQueue(t *testing.T) {
 		}
 	}))
 	require.NoError(t, err)
-	defer d.Close()
-	cl, err := client.Connect(context.Background(), client.Options{Dir: d.Dir(), IdleSleep: 100 * time.Microsecond})
+	t.Cleanup(func() { d.Close() })
+	cl, err = client.Connect(context.Background(), client.Options{Dir: d.Dir(), IdleSleep: 100 * time.Microsecond})
 	require.NoError(t, err)
-	defer cl.Close()
+	t.Cleanup(func() { cl.Close() })
+	return m, cl, hold, entered
+}
+
+// TestReceiverNeverWaitsOnFullConductorQueue: while the conductor is held
+// inside a command, SETUPs of more new sessions than its queue holds
+// arrive. The receiver must not wait for room (the conductor may itself be
+// waiting on the receiver's queue): it reads every datagram, counts the
+// offers that failed, and the sessions it could not hand over get their
+// image from a later SETUP once the conductor is back.
+func TestReceiverNeverWaitsOnFullConductorQueue(t *testing.T) {
+	m, cl, hold, entered := heldConductorDriver(t, Dedicated)
 	ctx := context.Background()
 	sub, err := cl.AddSubscription(ctx, "aeron:udp?endpoint=127.0.0.1:40458|term-length=64k", 7)
 	require.NoError(t, err)
@@ -146,7 +139,7 @@ func TestReceiverNeverWaitsOnFullConductorQueue(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return subT.pending() == 0 }, 10*time.Second, time.Millisecond,
 		"the receiver reads on while the conductor's queue is full")
-	require.Positive(t, d.c.sys[sysFailedOffersConductor].Load(), "the failed offers are counted")
+	require.Positive(t, cl.CounterValue(sysFailedOffersConductor), "the failed offers are counted")
 	// the subscription goes first, so that the queued requests make no
 	// images (1,024 logs would only slow the test down)
 	closed := make(chan error, 1)
