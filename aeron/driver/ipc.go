@@ -247,13 +247,21 @@ func (p *ipcPublication) producerPosition() int64 {
 	return logbuffer.ComputeTermBeginPosition(logbuffer.TermID(raw), p.positionBitsToShift, p.initialTermID) + off
 }
 
-// joinPosition is where a new subscriber starts: the fastest consumer's
-// position (IpcPublication.joinPosition).
+// joinPosition is where a new subscriber starts
+// (aeron_ipc_publication_join_position): the consumer position, or the
+// slowest subscriber not resting if it is behind, so that a late subscriber
+// reads what the others still may.
 func (p *ipcPublication) joinPosition() int64 {
-	pos := p.consumerPosition
+	consumer := p.consumerPosition // the fastest reader, sampled now rather than at the last duty cycle
 	for _, sp := range p.subscribers {
 		if sp.state != tetherResting {
-			pos = max(pos, sp.pos.Load())
+			consumer = max(consumer, sp.pos.Load())
+		}
+	}
+	pos := consumer
+	for _, sp := range p.subscribers {
+		if sp.state != tetherResting {
+			pos = min(pos, sp.pos.Load())
 		}
 	}
 	return pos

@@ -116,6 +116,10 @@ func (c *conductor) publicationEndedShort(regID int64, sessionID, streamID int32
 // imageEndedShort records an image that ended without its publisher's end
 // of stream: what the subscribers got is all they will get.
 func (c *conductor) imageEndedShort(im *publicationImage, why string) {
+	if im.endedShort {
+		return // counted once
+	}
+	im.endedShort = true
 	c.sys[sysImagesEndedShort].Add(1)
 	hwm, rcv := im.hwm.Load(), im.rcvPos.Load()
 	gap := ""

@@ -535,6 +535,7 @@ type publicationImage struct {
 	lastTetherCheckNs      int64
 
 	stateSinceNs int64
+	endedShort   bool // counted as ended without end of stream
 
 	// shared
 	lastPacketNs atomic.Int64
@@ -791,10 +792,17 @@ func (im *publicationImage) onData(r *receiver, t Transport, h *protocol.DataHea
 	consumed := im.consumedNow()
 	if h.IsHeartbeat() {
 		r.sys[sysHeartbeatsReceived].Add(1)
+		if pos > consumed+im.termLength {
+			// beyond the window: dropped whole, its EOS too, so that an end
+			// of stream past data this receiver overran is never taken as
+			// a clean end (aeron_publication_image_insert_packet)
+			r.sys[sysFlowControlOverRuns].Add(1)
+			return
+		}
 		if h.IsEndOfStream() && im.eosPosition.Load() == math.MaxInt64 && pos >= im.rcvPos.Load() {
 			im.eosPosition.Store(pos)
 		}
-		if pos > im.hwmPosition && pos <= consumed+im.termLength {
+		if pos > im.hwmPosition {
 			im.hwmPosition = pos
 			im.hwm.Store(pos)
 		}

@@ -354,6 +354,12 @@ func (p *networkPublication) updateDraining(c *conductor) int {
 	if !p.spiesFinished(producer) {
 		return 0
 	}
+	if sender < producer && p.simulateConnection && p.workingSpies() {
+		// the spies stand in for receivers and read everything: the
+		// sender moves snd-pos up to them at its next duty, and then
+		// signals end of stream
+		return 0
+	}
 	p.endSpies(c)
 	p.state, p.stateSinceNs = pubLinger, c.nowNs
 	if sender < producer {
@@ -584,6 +590,9 @@ func (p *networkPublication) onControl(_ Transport, buf []byte, from netip.AddrP
 		}
 		c.sys[sysStatusMessagesReceived].Add(1)
 		if sm.Flags&protocol.SMFlagSetup != 0 {
+			if p.endOfStream.Load() {
+				return // a finished stream is not set up again (aeron_network_publication_trigger_send_setup_frame)
+			}
 			p.fc.onTriggerSendSetup(&sm)
 			p.shouldSendSetup = true
 			p.lastSetupNs = c.nowNs - setupTimeoutNs

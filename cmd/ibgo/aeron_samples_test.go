@@ -258,6 +258,14 @@ func TestAeronPubReportsDrain(t *testing.T) {
 					}
 				}
 			}()
+			if !receiverLeaves {
+				// the publication is shared with a Go publication of the
+				// same channel: the tool watches the driver's publication
+				// all the same, and is done once its own bytes were sent
+				shared, err := c.AddPublication(context.Background(), channel, 1001)
+				require.NoError(t, err)
+				defer shared.Close()
+			}
 			code, out, stderr := runIbgo(t, "aeron", "pub", "--dir", d.Dir(), "--channel", channel, "--messages", "100", "--length", "256")
 			<-done
 			if !receiverLeaves {

@@ -464,6 +464,11 @@ func TestLifecycleSpyAfterReceiverLeft(t *testing.T) {
 		offer(t, pub, 500, 3000)
 		waitFor(t, "every message at the spy", func() bool { return spy.total.Load() >= 3500 })
 		requireSequence(t, spy.only(t), 0, 3500, k.name)
+		// the publication closes with the spy alone: it read everything,
+		// so nothing ended short
+		require.NoError(t, pub.Close())
+		waitFor(t, "the spy's image unavailable", func() bool { return spy.unavailable.Load() == 1 })
+		requireNothingEndedShort(t, pd)
 	})
 }
 
@@ -684,5 +689,30 @@ func TestLifecyclePublisherDriverRestart(t *testing.T) {
 			_, images, _ := endedShort(t, d)
 			require.Equal(t, int64(1), images, "the first image ended without end of stream")
 		}
+	})
+}
+
+// TestLifecycleIPCLateJoin: a subscription added while one reader is
+// behind joins at the slowest reader, not the fastest, and reads what that
+// one still may, on a draining publication too.
+func TestLifecycleIPCLateJoin(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, k driverKind) {
+		d := k.start(t, false)
+		c := connect(t, d.Dir())
+		fast := newRecorder(t, c, ipcChannel, 23, false)
+		slow := newRecorder(t, c, ipcChannel, 23, true)
+		pub, err := c.AddPublication(context.Background(), ipcChannel, 23)
+		require.NoError(t, err)
+		awaitConnected(t, pub, fast)
+		waitFor(t, "the slow reader's image", slow.sub.IsConnected)
+		offer(t, pub, 0, 50)
+		waitFor(t, "the fast reader has all", func() bool { return fast.total.Load() >= 50 })
+		require.NoError(t, pub.Close()) // draining: the slow reader has not read
+		late := newRecorder(t, c, ipcChannel, 23, false)
+		waitFor(t, "the late subscription's image", late.sub.IsConnected)
+		slow.paused.Store(false)
+		waitFor(t, "the late and slow readers have all", func() bool { return late.total.Load() >= 50 && slow.total.Load() >= 50 })
+		requireSequence(t, late.only(t), 0, 50, k.name+" late")
+		requireSequence(t, slow.only(t), 0, 50, k.name+" slow")
 	})
 }
