@@ -99,20 +99,9 @@ type lingerEntry struct {
 }
 
 // DefaultDir is $AERON_DIR, else /dev/shm/aeron-<user> (Linux) or
-// <tmp>/aeron-<user>.
-func DefaultDir() string {
-	if d := os.Getenv("AERON_DIR"); d != "" {
-		return d
-	}
-	name := os.Getenv("USER")
-	if name == "" {
-		name = "default"
-	}
-	if _, err := os.Stat("/dev/shm"); err == nil {
-		return "/dev/shm/aeron-" + name
-	}
-	return os.TempDir() + "/aeron-" + name
-}
+// <tmp>/aeron-<user>, the user as the C client finds it (cnc.Dir, shared
+// with the driver and the tools).
+func DefaultDir() string { return cnc.Dir() }
 
 // Connect maps the driver's CnC file, waiting up to the driver timeout (or
 // until ctx is done) for a driver to start there, and checks that it is

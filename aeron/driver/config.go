@@ -3,12 +3,11 @@ package driver
 import (
 	"fmt"
 	"os"
-	"os/user"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ibgo/ibgo/aeron/cnc"
 )
 
 // ThreadingMode is AERON_THREADING_MODE (a plain value): which of the
@@ -83,22 +82,10 @@ type Config struct {
 	Cubic   CubicConfig   // cc=cubic images (congestion.go)
 }
 
-// DefaultDir mirrors aeron_default_path: /dev/shm/aeron-<user> on Linux,
-// <tmp>/aeron-<user> elsewhere.
-func DefaultDir() string {
-	name := os.Getenv("USER")
-	if name == "" {
-		if u, err := user.Current(); err == nil && u.Username != "" {
-			name = u.Username
-		} else {
-			name = "default"
-		}
-	}
-	if runtime.GOOS == "linux" {
-		return "/dev/shm/aeron-" + name
-	}
-	return filepath.Join(os.TempDir(), "aeron-"+name)
-}
+// DefaultDir is the directory the C driver uses by default
+// (aeron_default_path; cnc.DefaultDir, which the client and the tools
+// share): /dev/shm/aeron-<user> on Linux, <tmp>/aeron-<user> elsewhere.
+func DefaultDir() string { return cnc.DefaultDir() }
 
 // DefaultConfig is the C driver's default configuration.
 func DefaultConfig() Config {

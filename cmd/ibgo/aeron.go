@@ -7,9 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
-	"os/user"
-	"path/filepath"
-	"runtime"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -110,23 +107,9 @@ func init() {
 const aeronDirEnv = "   AERON_DIR             the Aeron directory when --dir is not given\n" +
 	"   USER                  names the default directory (aeron-<user>) when neither is set"
 
-// defaultAeronDir mirrors aeron_default_path: /dev/shm/aeron-<user> on
-// Linux, <tmp>/aeron-<user> elsewhere; the user from $USER, else the
-// password database, else "default".
-func defaultAeronDir() string {
-	name := os.Getenv("USER")
-	if name == "" {
-		if u, err := user.Current(); err == nil && u.Username != "" {
-			name = u.Username
-		} else {
-			name = "default"
-		}
-	}
-	if runtime.GOOS == "linux" {
-		return "/dev/shm/aeron-" + name
-	}
-	return filepath.Join(os.TempDir(), "aeron-"+name)
-}
+// defaultAeronDir is aeron_default_path as the driver and the client
+// resolve it (cnc.DefaultDir).
+func defaultAeronDir() string { return cnc.DefaultDir() }
 
 // aeronDir resolves the directory from --dir, AERON_DIR or the default, and
 // says which one it used, for error messages.

@@ -315,3 +315,22 @@ func freeUDPPort(t *testing.T) int {
 	defer conn.Close()
 	return conn.LocalAddr().(*net.UDPAddr).Port
 }
+
+// TestOneAeronDirectory: with USER unset (most containers), the driver,
+// the Go client and the CLI resolve the same default directory (they used
+// to disagree: aeron-root against aeron-default).
+func TestOneAeronDirectory(t *testing.T) {
+	t.Setenv("AERON_DIR", "")
+	for _, set := range []bool{true, false} {
+		t.Setenv("USER", "bob")
+		if !set {
+			require.NoError(t, os.Unsetenv("USER"))
+		}
+		d := driver.DefaultDir()
+		require.Equal(t, d, client.DefaultDir(), "USER set %v", set)
+		require.Equal(t, d, defaultAeronDir(), "USER set %v", set)
+		cfg, err := driver.ConfigFromEnv(os.Getenv)
+		require.NoError(t, err)
+		require.Equal(t, d, cfg.Dir, "USER set %v", set)
+	}
+}
