@@ -226,14 +226,21 @@ func newIPCPublication(c *conductor, cl *clientSession, regID int64, streamID in
 }
 
 func (p *ipcPublication) checkParams(params ipcParams) error {
-	if params.termLenSet && params.termLength != p.params.termLength {
-		return fail(cnc.ErrorCodeInvalidChannel, "existing publication has different 'term-length': existing=%d requested=%d", p.params.termLength, params.termLength)
+	return checkSharedParams(p.params, p.initialTermID, params)
+}
+
+// checkSharedParams: a client that adds a publication another already has
+// may name the log's parameters only as they are (the C driver's
+// aeron_confirm_publication_match).
+func checkSharedParams(existing ipcParams, initialTermID int32, params ipcParams) error {
+	if params.termLenSet && params.termLength != existing.termLength {
+		return fail(cnc.ErrorCodeInvalidChannel, "existing publication has different 'term-length': existing=%d requested=%d", existing.termLength, params.termLength)
 	}
-	if params.hasPosition && params.initialTermID != p.initialTermID {
-		return fail(cnc.ErrorCodeInvalidChannel, "existing publication has different 'init-term-id': existing=%d requested=%d", p.initialTermID, params.initialTermID)
+	if params.hasPosition && params.initialTermID != initialTermID {
+		return fail(cnc.ErrorCodeInvalidChannel, "existing publication has different 'init-term-id': existing=%d requested=%d", initialTermID, params.initialTermID)
 	}
-	if params.mtuSet && params.mtu != p.params.mtu {
-		return fail(cnc.ErrorCodeInvalidChannel, "existing publication has different 'mtu': existing=%d requested=%d", p.params.mtu, params.mtu)
+	if params.mtuSet && params.mtu != existing.mtu {
+		return fail(cnc.ErrorCodeInvalidChannel, "existing publication has different 'mtu': existing=%d requested=%d", existing.mtu, params.mtu)
 	}
 	return nil
 }

@@ -115,6 +115,21 @@ func mediaTimestampOffset(u *uri.ChannelURI) int {
 	return int(n)
 }
 
+// canonicalSendChannel names a send channel endpoint as the C driver's
+// canonical form does: the medium, where data goes (endpoint) or where
+// receivers report (control), and the keys that change the endpoint on
+// the wire (interface, ttl, control-mode, ib-qp); not the order of the
+// parameters nor the log's.
+func canonicalSendChannel(u *uri.ChannelURI, dest, control netip.AddrPort) string {
+	key := string(u.Media) + "|" + dest.String() + "|" + control.String()
+	for _, k := range []string{uri.KeyInterface, uri.KeyTTL, uri.KeyControlMode, uri.KeyIBQueuePair} {
+		if v, ok := u.Get(k); ok {
+			key += "|" + k + "=" + v
+		}
+	}
+	return key
+}
+
 func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.PublicationCommand, u *uri.ChannelURI, exclusive bool) error {
 	params, err := parseIPCParams(u, c.cfg)
 	if err != nil {
@@ -150,10 +165,19 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 		}
 	}
 	var pub *networkPublication
+	canonical := canonicalSendChannel(u, dest, control)
 	if !exclusive {
+		// matched by endpoint and stream as the C driver
+		// (aeron_driver_conductor_get_or_add_network_publication), not by
+		// the raw channel string: parameters in another order, or others
+		// that do not change the endpoint, share the publication; those
+		// that define the log must agree
 		for _, p := range c.netPubs {
-			if p.state == pubActive && !p.exclusive && p.streamID == cmd.StreamID && p.channel == cmd.Channel &&
+			if p.state == pubActive && !p.exclusive && p.streamID == cmd.StreamID && p.canonical == canonical &&
 				(!params.hasSession || p.sessionID == params.sessionID) {
+				if err := checkSharedParams(p.params, p.initialTermID, params); err != nil {
+					return err
+				}
 				pub = p
 				break
 			}
@@ -194,6 +218,7 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 			_ = t.Close()
 			return err
 		}
+		pub.canonical = canonical
 		if r, ok := t.(MemoryRegistrar); ok {
 			// Frames go out straight from the term buffer, so a posted
 			// send must never read bytes the conductor has cleaned since

@@ -107,3 +107,37 @@ func TestNakDelayParam(t *testing.T) {
 		d.Close()
 	}
 }
+
+// TestPublicationsMatchedByEndpoint: non-exclusive network publications of
+// a stream are matched by their send endpoint, as the C driver matches
+// them, not by the channel string: parameters in another order, or a key
+// that does not change the endpoint, give the same session; a log
+// parameter that differs is refused, naming it; another endpoint or an
+// exclusive publication is a session of its own.
+func TestPublicationsMatchedByEndpoint(t *testing.T) {
+	m := &fakeMedia{}
+	d, err := Start(udpTestConfig(t), WithMedia(m))
+	require.NoError(t, err)
+	defer d.Close()
+	cl, err := client.Connect(context.Background(), client.Options{Dir: d.Dir()})
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx := context.Background()
+	add := func(channel string) *client.Publication {
+		p, err := cl.AddPublication(ctx, channel, 7)
+		require.NoError(t, err, channel)
+		return p
+	}
+	a := add("aeron:udp?endpoint=127.0.0.1:40470|term-length=64k")
+	b := add("aeron:udp?term-length=64k|endpoint=127.0.0.1:40470")
+	require.Equal(t, a.SessionID(), b.SessionID(), "reordered parameters: one publication")
+	c := add("aeron:udp?endpoint=127.0.0.1:40470|linger=1s")
+	require.Equal(t, a.SessionID(), c.SessionID(), "a key that does not change the endpoint or the log")
+	_, err = cl.AddPublication(ctx, "aeron:udp?endpoint=127.0.0.1:40470|term-length=128k", 7)
+	require.ErrorContains(t, err, "existing publication has different 'term-length': existing=65536 requested=131072")
+	other := add("aeron:udp?endpoint=127.0.0.1:40471|term-length=64k")
+	require.NotEqual(t, a.SessionID(), other.SessionID(), "another endpoint")
+	ex, err := cl.AddExclusivePublication(ctx, "aeron:udp?endpoint=127.0.0.1:40470|term-length=64k", 7)
+	require.NoError(t, err)
+	require.NotEqual(t, a.SessionID(), ex.SessionID(), "an exclusive publication")
+}

@@ -35,10 +35,13 @@ type networkPublication struct {
 	regID               int64
 	sessionID, streamID int32
 	channel             string
-	exclusive           bool
-	params              ipcParams
-	state               pubState
-	refCount            int
+	// canonical names the send endpoint (canonicalSendChannel): what
+	// non-exclusive publications of a stream are matched by
+	canonical string
+	exclusive bool
+	params    ipcParams
+	state     pubState
+	refCount  int
 
 	t Transport
 	// unregister releases the log's registration with t's device
