@@ -18,6 +18,9 @@ import (
 type Addr struct {
 	IP netip.AddrPort
 	IB *IBAddr
+	// v6: the kernel gave this IPv4-mapped address as AF_INET6, and it
+	// goes back so (a dual-stack id keeps its family)
+	v6 bool
 }
 
 // IBAddr is struct sockaddr_ib (rdma/ib.h): a GID and a service id, which on
@@ -74,7 +77,8 @@ func serviceID(ps PortSpace, port uint16) uint64 { return uint64(ps)<<16 | uint6
 
 // putSockaddr writes a into dst (a 128-byte __kernel_sockaddr_storage) and
 // returns the exact size the kernel wants (16, 28 or 48), or 0 for the zero
-// Addr. IPv4-mapped IPv6 addresses are written as AF_INET, as Go's net does.
+// Addr. IPv4-mapped IPv6 addresses are written as AF_INET, as Go's net does,
+// unless the kernel gave them as AF_INET6 (parseSockaddr).
 func putSockaddr(dst []byte, a Addr) (int, error) {
 	clear(dst[:abi.SOCKADDR_STORAGE_SIZE])
 	switch {
@@ -91,7 +95,7 @@ func putSockaddr(dst []byte, a Addr) (int, error) {
 		return 0, nil
 	}
 	ip := a.IP.Addr()
-	if ip.Is4In6() && ip.Zone() == "" {
+	if ip.Is4In6() && ip.Zone() == "" && !a.v6 {
 		ip = ip.Unmap()
 	}
 	if ip.Is4() {
@@ -152,7 +156,7 @@ func parseSockaddr(b []byte, size int) (Addr, error) {
 		if sc := binary.LittleEndian.Uint32(b[24:]); sc != 0 {
 			ip = ip.WithZone(strconv.FormatUint(uint64(sc), 10))
 		}
-		return Addr{IP: netip.AddrPortFrom(ip, port)}, nil
+		return Addr{IP: netip.AddrPortFrom(ip, port), v6: ip.Is4In6()}, nil
 	}
 	ib := &IBAddr{
 		PKey:     binary.BigEndian.Uint16(b[2:]),
