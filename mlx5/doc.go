@@ -22,7 +22,10 @@
 // kernel (../shared/vectors/mlx5, or $IBGO_MLX5_VECTORS), and a test-only
 // device model executes WQEs between QPs and writes CQEs.
 //
-// Not done: CQ resize and SRQ resize (ErrNotSupported), memory windows
+// CQ resize is done: the new ring is allocated, the kernel told, and the
+// CQEs not yet polled are copied over as libmlx5 does (TestFakeKernelResizeCQ).
+//
+// Not done: SRQ resize (ErrNotSupported), memory windows
 // (uverbs.PD.AllocMW refuses them with ErrNotSupported: the provider does
 // not implement uverbs.MWProvider),
 // 128-byte CQEs, CQE compression, DEVX. uverbs.Open calls Context.Opened
