@@ -186,7 +186,7 @@ func (d *devModel) scatter(segs []byte, data []byte) uint8 {
 // returns its data segments and the wqe_counter to report.
 func (d *devModel) takeRecv(t *devQP) (segs []byte, ctr uint32, ok bool) {
 	if t.srq != nil {
-		if t.srqHW == be32(*t.srq.dbrec) {
+		if uint16(t.srqHW) == uint16(be32(*t.srq.dbrec)) { // the record's counter is 16 bits
 			return nil, 0, false
 		}
 		idx := t.srqNext

@@ -21,7 +21,7 @@ type srqQueue struct {
 	shift uint
 	head  uint32
 	tail  uint32
-	count uint32 // the doorbell counter
+	count uint16 // the doorbell counter: 16 bits, as libmlx5's srq->counter; the record's bits 31:16 are reserved
 	dbrec *uint32
 	local localFn    // the SRQ's PD's registered memory (scatter-to-CQE)
 	mu    sync.Mutex // post and the CQ poll's free both move the free list (libmlx5 srq->lock)
@@ -86,9 +86,9 @@ func (s *srqQueue) post(wrs []uverbs.RecvWR) (int, error) {
 	}
 	if nreq > 0 {
 		racePosted(unsafe.Pointer(s))
-		s.count += uint32(nreq)
+		s.count += uint16(nreq)
 		mmio.ToDevice()
-		*s.dbrec = be32(s.count)
+		*s.dbrec = be32(uint32(s.count))
 	}
 	return nreq, err
 }
