@@ -123,7 +123,11 @@ func startBothMedia(t *testing.T) *driver.Driver {
 	cfg.Dir = filepath.Join(t.TempDir(), "aeron")
 	cfg.PublicationUnblockTimeout = 2 * time.Second
 	cfg.TimerInterval = 50 * time.Millisecond
-	cfg.PublicationLingerTimeout = 100 * time.Millisecond
+	// The default 5 s linger: a closed publication answers NAKs for its
+	// tail while it lingers (a unicast receiver's EOS status message ends
+	// it as soon as the image has everything). A 100 ms linger lost the
+	// last UD datagram on a loaded machine: the image then ended, counted
+	// and logged, as the publisher's silence says it must.
 	d, err := driver.Start(cfg, driver.WithMedia(udp.New(udp.Loss{})), driver.WithMedia(ib.New()))
 	require.NoError(t, err)
 	t.Cleanup(func() { d.Close() })
