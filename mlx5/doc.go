@@ -19,7 +19,7 @@
 //     the UAR's CQ doorbell; compressed CQEs are refused (never requested).
 //
 // Golden tests replay the bytes real libmlx5 44 wrote over an emulated
-// kernel (../shared/vectors/mlx5, or $IBGO_MLX5_VECTORS), and a test-only
+// kernel (testdata/vectors, or $IBGO_MLX5_VECTORS), and a test-only
 // device model executes WQEs between QPs and writes CQEs.
 //
 // CQ resize is done: the new ring is allocated, the kernel told, and the

@@ -17,9 +17,9 @@ import (
 
 // The GET_CONTEXT driver request must be byte-identical to the one the real
 // libmlx5 (rdma-core 44.0) sends once the kernel refuses DEVX
-// (../shared/vectors/mlx5/eth/commands.jsonl, copied to testdata/).
+// (testdata/vectors/eth/commands.jsonl).
 func TestContextRequestMatchesLibmlx5(t *testing.T) {
-	f, err := os.Open("testdata/commands.jsonl")
+	f, err := os.Open("testdata/vectors/eth/commands.jsonl")
 	require.NoError(t, err)
 	defer f.Close()
 	type attr struct {

@@ -19,40 +19,18 @@ import (
 	"github.com/ibgo/ibgo/uverbs"
 )
 
-// vectorDir finds the libmlx5 golden vectors: $IBGO_MLX5_VECTORS, else
-// ../shared/vectors/mlx5/eth beside the module root (how CI lays the
-// checkout out).
+// vectorDir is where the libmlx5 golden vectors are: testdata/vectors/eth
+// (recorded from libmlx5 44 over an emulated kernel; testdata/vectors/
+// README.md says how), or $IBGO_MLX5_VECTORS to replay another recording.
 func vectorDir(t testing.TB) string {
-	if d := os.Getenv("IBGO_MLX5_VECTORS"); d != "" {
-		if _, err := os.Stat(filepath.Join(d, "rc_send.json")); err != nil {
-			t.Fatalf("IBGO_MLX5_VECTORS=%s: %v", d, err)
-		}
-		return d
+	d := filepath.Join("testdata", "vectors", "eth")
+	if e := os.Getenv("IBGO_MLX5_VECTORS"); e != "" {
+		d = e
 	}
-	var cands []string
-	if wd, err := os.Getwd(); err == nil {
-		for d := wd; ; d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-				cands = append(cands, filepath.Join(d, "..", "shared", "vectors", "mlx5", "eth"))
-				break
-			}
-			if filepath.Dir(d) == d {
-				break
-			}
-		}
+	if _, err := os.Stat(filepath.Join(d, "rc_send.json")); err != nil {
+		t.Fatalf("mlx5 golden vectors: %v", err)
 	}
-	for _, d := range cands {
-		if _, err := os.Stat(filepath.Join(d, "rc_send.json")); err == nil {
-			return d
-		}
-	}
-	if os.Getenv("CI") != "" {
-		// CI has shared/ beside the checkout: a missing vector set there
-		// is a broken checkout, not a reason to skip the golden tests.
-		t.Fatalf("CI: mlx5 golden vectors not found (looked in %v); set IBGO_MLX5_VECTORS", cands)
-	}
-	t.Skipf("mlx5 golden vectors not found (looked in %v); set IBGO_MLX5_VECTORS", cands)
-	return ""
+	return d
 }
 
 func loadJSON(t testing.TB, name string, v any) {

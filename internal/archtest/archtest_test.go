@@ -30,7 +30,7 @@ func module(t *testing.T) *Graph {
 	return loaded
 }
 
-// TestBoundary applies the rules of rules.go (DESIGN.md §1 and §2) to the
+// TestBoundary applies the rules of rules.go (the layers and kernel boundary of docs/architecture.md) to the
 // module. Each package is a subtest, so `-run TestBoundary/uverbs` checks one.
 func TestBoundary(t *testing.T) {
 	g := module(t)
@@ -58,7 +58,7 @@ func TestBoundary(t *testing.T) {
 		}
 	}
 	if len(vs) > 0 {
-		t.Logf("%d violations of the architecture rules (internal/archtest/rules.go, DESIGN.md §1-2); summary:\n%s", len(vs), summary(vs))
+		t.Logf("%d violations of the architecture rules (internal/archtest/rules.go, docs/architecture.md); summary:\n%s", len(vs), summary(vs))
 	}
 }
 

@@ -70,7 +70,7 @@ func Check(g *Graph, r Rules) []Violation {
 			vs = append(vs, Violation{
 				Rule: "layers", Package: p, File: p + "/",
 				Message: fmt.Sprintf("package %s is in no layer of the rule table", p),
-				Fix: "decide where it sits in DESIGN.md §1, add it to Default.Layers in internal/archtest/rules.go, then run " +
+				Fix: "decide where it sits in the layers (docs/architecture.md), add it to Default.Layers in internal/archtest/rules.go, then run " +
 					regenerate,
 			})
 		}
@@ -131,7 +131,7 @@ func checkLayer(g *Graph, r Rules, layer *Layer, p string, f *File, imp Import, 
 			Rule: "layer " + layer.Name, Package: p, File: f.Name, Line: imp.Line,
 			Message: fmt.Sprintf("%s imports %s, which layer %q may not (it may import %s): %s",
 				p, q, layer.Name, strings.Join(layer.MayImport, ", "), layer.Why),
-			Fix: fmt.Sprintf("arrows point down only (DESIGN.md §1): move the code that needs %s up into a package allowed to import it, "+
+			Fix: fmt.Sprintf("arrows point down only (docs/architecture.md, Layers): move the code that needs %s up into a package allowed to import it, "+
 				"or move what %s needs down into a package it may import", q, p),
 		})
 	}

@@ -1,5 +1,5 @@
-// Package archtest enforces ibgo's architecture: the layer diagram of DESIGN.md §1
-// (which package may import which) and the kernel boundary of DESIGN.md §2 (where
+// Package archtest enforces ibgo's architecture as docs/architecture.md states
+// it: the layer diagram (which package may import which) and the kernel boundary (where
 // unsafe, golang.org/x/sys/unix, syscall and cgo may appear). The rules are data,
 // in rules.go; Check applies them to an import graph, and Load builds that graph
 // from `go list -json` and the packages' own source files.

@@ -55,7 +55,8 @@ var Providers = []string{"rxe", "mlx5"}
 // them into Aeron.
 var verbs = []string{"uverbs", "cm/...", "rxe", "mlx5"}
 
-// Default is ibgo's rule set: DESIGN.md §1 (layers) and §2 (kernel boundary).
+// Default is ibgo's rule set: the layers and the kernel boundary of
+// docs/architecture.md.
 var Default = Rules{
 	Layers: []Layer{
 		{
