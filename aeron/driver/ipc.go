@@ -259,31 +259,14 @@ func (p *ipcPublication) producerPosition() int64 {
 // slowest subscriber not resting if it is behind, so that a late subscriber
 // reads what the others still may.
 func (p *ipcPublication) joinPosition() int64 {
-	consumer := p.consumerPosition // the fastest reader, sampled now rather than at the last duty cycle
-	for _, sp := range p.subscribers {
-		if sp.state != tetherResting {
-			consumer = max(consumer, sp.pos.Load())
-		}
-	}
-	pos := consumer
-	for _, sp := range p.subscribers {
-		if sp.state != tetherResting {
-			pos = min(pos, sp.pos.Load())
-		}
-	}
-	return pos
+	// the consumer position is the fastest reader, sampled now rather than
+	// at the last duty cycle
+	return slowest(p.subscribers, fastest(p.subscribers, p.consumerPosition))
 }
 
 // working says some subscriber counts for the limit
 // (aeron_driver_subscribable_has_working_positions).
-func (p *ipcPublication) working() bool {
-	for _, sp := range p.subscribers {
-		if sp.state != tetherResting {
-			return true
-		}
-	}
-	return false
-}
+func (p *ipcPublication) working() bool { return working(p.subscribers) }
 
 // checkUntethered sets aside an untethered subscriber that fell more than
 // three quarters of the window behind the fastest for the window-limit
@@ -453,15 +436,7 @@ func (p *ipcPublication) startDraining(c *conductor) {
 
 // drained is aeron_ipc_publication_is_drained: every subscriber not
 // resting read up to the producer position.
-func (p *ipcPublication) drained() bool {
-	producer := p.producerPosition()
-	for _, sp := range p.subscribers {
-		if sp.state != tetherResting && sp.pos.Load() < producer {
-			return false
-		}
-	}
-	return true
-}
+func (p *ipcPublication) drained() bool { return reached(p.subscribers, p.producerPosition()) }
 
 // acceptingSubscriptions is aeron_ipc_publication_is_accepting_subscriptions:
 // active, or draining with data a subscriber has not read yet.

@@ -104,11 +104,6 @@ type receiveEndpoint struct {
 	pendingSetup map[[2]int32]int64
 	// image creation asked of the conductor, and when
 	creating map[[2]int32]int64
-	// coolDown: sessions whose image the receiver just dropped; their
-	// frames elicit no SETUP and their SETUPs make no image until the
-	// conductor lifts it (the dispatcher's IMAGE_COOL_DOWN, lifted on the
-	// image's linger when its subscriptions rejoin)
-	coolDown map[[2]int32]struct{}
 	ctl      [protocol.NakHeaderLength + 16]byte
 	batch    [][]byte
 
@@ -118,7 +113,7 @@ type receiveEndpoint struct {
 func newReceiveEndpoint(key string, t Transport) *receiveEndpoint {
 	// one receiver id per endpoint, as the C driver's endpoint->receiver_id:
 	// a multi-destination-cast sender tracks receivers by it
-	e := &receiveEndpoint{key: key, t: t, receiverID: rand.Int64(), pendingSetup: map[[2]int32]int64{}, lastControlNs: map[int32]int64{}, creating: map[[2]int32]int64{}, coolDown: map[[2]int32]struct{}{}, batch: make([][]byte, 1), mediaTSOffset: -1}
+	e := &receiveEndpoint{key: key, t: t, receiverID: rand.Int64(), pendingSetup: map[[2]int32]int64{}, lastControlNs: map[int32]int64{}, creating: map[[2]int32]int64{}, batch: make([][]byte, 1), mediaTSOffset: -1}
 	e.recvFn = e.onDatagram
 	return e
 }
@@ -209,7 +204,6 @@ func (r *receiver) onRemoveImage(e *receiveEndpoint, im *publicationImage) {
 				ReceiverID: im.receiverID, GroupTag: e.groupTag, HasGroupTag: e.hasGroupTag}
 			n, _ := sm.Encode(im.ctl[:])
 			im.sendControl(r, im.ctl[:n])
-			e.coolDown[[2]int32{im.sessionID, im.streamID}] = struct{}{}
 			break
 		}
 	}
@@ -288,7 +282,7 @@ func (e *receiveEndpoint) onDatagram(t Transport, buf []byte, from netip.AddrPor
 		if im == nil {
 			// a frame with the EOS flag (a closed publication's linger)
 			// never brings the session back (aeron_data_packet_dispatcher_on_data)
-			if h.Flags&protocol.FlagEOS == 0 && e.interested(h.StreamID, h.SessionID) && !e.coolingDown(h.SessionID, h.StreamID) {
+			if h.Flags&protocol.FlagEOS == 0 && e.interested(h.StreamID, h.SessionID) {
 				e.elicitSetup(t, h.SessionID, h.StreamID, from)
 			}
 			return
@@ -373,7 +367,7 @@ func (e *receiveEndpoint) onSetup(t Transport, s *protocol.Setup, from netip.Add
 		}
 		return
 	}
-	if !e.interested(s.StreamID, s.SessionID) || e.coolingDown(s.SessionID, s.StreamID) {
+	if !e.interested(s.StreamID, s.SessionID) {
 		return
 	}
 	if logbuffer.CheckTermLength(int64(s.TermLength)) != nil || s.MTU < protocol.DataHeaderLength || s.MTU > 65504 ||
@@ -394,14 +388,6 @@ func (e *receiveEndpoint) onSetup(t Transport, s *protocol.Setup, from netip.Add
 	if r.toConductor.tryOffer(func() { c.onCreateImage(e, &setup, from, t) }) {
 		e.creating[k] = r.nowNs
 	}
-}
-
-func (e *receiveEndpoint) coolingDown(sessionID, streamID int32) bool {
-	if len(e.coolDown) == 0 {
-		return false
-	}
-	_, ok := e.coolDown[[2]int32{sessionID, streamID}]
-	return ok
 }
 
 // poll is the receiver duty for the endpoint: read datagrams, then send
@@ -727,38 +713,18 @@ func (im *publicationImage) checkUntethered(c *conductor) {
 // joinPosition is aeron_publication_image_join_position: rcv-pos, or the
 // slowest subscriber not resting if it is behind, so that a late
 // subscriber reads what the others still may.
-func (im *publicationImage) joinPosition() int64 {
-	join := im.rcvPos.Load()
-	for _, sp := range im.subscribers {
-		if sp.state != tetherResting {
-			join = min(join, sp.pos.Load())
-		}
-	}
-	return join
-}
+func (im *publicationImage) joinPosition() int64 { return slowest(im.subscribers, im.rcvPos.Load()) }
 
 // acceptingSubscriptions is aeron_publication_image_is_accepting_subscriptions:
 // a new subscription joins an image that some subscriber still reads, while
 // it is active or draining with data not yet read.
 func (im *publicationImage) acceptingSubscriptions() bool {
-	working := false
-	for _, sp := range im.subscribers {
-		working = working || sp.state != tetherResting
-	}
-	return working && (im.state == imageActive || (im.state == imageDraining && !im.drained()))
+	return working(im.subscribers) && (im.state == imageActive || (im.state == imageDraining && !im.drained()))
 }
 
 // drained is aeron_publication_image_is_drained: every subscriber not
 // resting read up to rcv-pos.
-func (im *publicationImage) drained() bool {
-	rcv := im.rcvPos.Load()
-	for _, sp := range im.subscribers {
-		if sp.state != tetherResting && sp.pos.Load() < rcv {
-			return false
-		}
-	}
-	return true
-}
+func (im *publicationImage) drained() bool { return reached(im.subscribers, im.rcvPos.Load()) }
 
 // consumedNow is the receiver's minimum subscriber position: rcv-pos
 // without subscribers, as minSubscriberPosition is the conductor's.
@@ -906,20 +872,17 @@ func (im *publicationImage) onTimeEvent(c *conductor, eos int64) int {
 	case imageActive:
 		endOfStream := eos != math.MaxInt64 && im.rebuildPosition >= im.hwm.Load()
 		silent := c.nowNs-im.lastPacketNs.Load() > c.cfg.ImageLivenessTimeout.Nanoseconds()
-		working := false
-		for _, sp := range im.subscribers {
-			working = working || sp.state != tetherResting
-		}
-		if !endOfStream && !silent && working {
+		read := working(im.subscribers)
+		if !endOfStream && !silent && read {
 			return 0
 		}
 		im.state, im.stateSinceNs = imageDraining, c.nowNs
 		im.sendingEOS.Store(true)
-		if silent && !endOfStream && working {
+		if silent && !endOfStream && read {
 			c.imageEndedShort(im, fmt.Sprintf("no packet from the publisher for %v", c.cfg.ImageLivenessTimeout))
 		}
 		fmt.Fprintf(c.log, "image %d: session %d stream %d draining (end of stream %v, publisher silent %v, subscribers %v)\n",
-			im.regID, im.sessionID, im.streamID, endOfStream, silent, working)
+			im.regID, im.sessionID, im.streamID, endOfStream, silent, read)
 		return 1
 	case imageDraining:
 		if im.drained() && c.nowNs-im.stateSinceNs > imageEOSStatusMessages*c.cfg.StatusMessageTimeout.Nanoseconds() {
@@ -1066,11 +1029,6 @@ func (im *publicationImage) close(c *conductor) {
 	if im.handed {
 		e, r := im.e, c.recv
 		c.receiverProxy.offer(func() { r.onRemoveImage(e, im) })
-		// every subscription rejoins (ibgo has no rejoin=false), so the
-		// cool-down is lifted at once, after the removal, as the C
-		// conductor's transition to linger does
-		session, stream := im.sessionID, im.streamID
-		c.receiverProxy.offer(func() { delete(e.coolDown, [2]int32{session, stream}) })
 		c.awaitRelease(&im.released, free)
 	} else {
 		free()

@@ -770,15 +770,7 @@ func (p *networkPublication) acceptingSubscriptions() bool {
 
 // joinPosition is aeron_network_publication_join_position: the sender
 // position, or the slowest spy not resting if it is behind.
-func (p *networkPublication) joinPosition() int64 {
-	join := p.sndPos.Load()
-	for _, sp := range p.spies {
-		if sp.state != tetherResting {
-			join = min(join, sp.pos.Load())
-		}
-	}
-	return join
-}
+func (p *networkPublication) joinPosition() int64 { return slowest(p.spies, p.sndPos.Load()) }
 
 func (p *networkPublication) removeSpy(c *conductor, s *subLink) {
 	for i, sp := range p.spies {
@@ -794,14 +786,7 @@ func (p *networkPublication) removeSpy(c *conductor, s *subLink) {
 
 // spiesFinished says every spy not resting read all that was published
 // (aeron_network_publication_spies_finished_consuming).
-func (p *networkPublication) spiesFinished(end int64) bool {
-	for _, sp := range p.spies {
-		if sp.state != tetherResting && sp.pos.Load() < end {
-			return false
-		}
-	}
-	return true
-}
+func (p *networkPublication) spiesFinished(end int64) bool { return reached(p.spies, end) }
 
 // endSpies makes the publication's image unavailable to its spies
 // (aeron_driver_conductor_cleanup_spies).
@@ -833,14 +818,7 @@ func (p *networkPublication) publishSpies() {
 
 // workingSpies says some spy counts for the limit
 // (aeron_driver_subscribable_has_working_positions).
-func (p *networkPublication) workingSpies() bool {
-	for _, sp := range p.spies {
-		if sp.state != tetherResting {
-			return true
-		}
-	}
-	return false
-}
+func (p *networkPublication) workingSpies() bool { return working(p.spies) }
 
 // checkUntetheredSpies runs the untethered state machine over the spies
 // (aeron_network_publication_check_untethered_subscriptions): the window
