@@ -22,12 +22,14 @@ const (
 type durationClock struct {
 	state  atomic.Int32
 	t0, t1 atomic.Int64
+	window time.Duration
+	cpu    *cpuUtil
 	quit   chan struct{}
 	done   chan struct{}
 }
 
 func startDuration(margin, window time.Duration, cpu *cpuUtil) *durationClock {
-	d := &durationClock{quit: make(chan struct{}), done: make(chan struct{})}
+	d := &durationClock{window: window, cpu: cpu, quit: make(chan struct{}), done: make(chan struct{})}
 	go d.run(margin, window, cpu)
 	return d
 }
@@ -82,6 +84,25 @@ func (d *durationClock) stop() {
 		close(d.quit)
 	}
 	<-d.done
+}
+
+// windowEndsWithin reports that the sampled window is running and ends
+// within grace.
+func (d *durationClock) windowEndsWithin(grace time.Duration) bool {
+	return d != nil && d.state.Load() == stSample && clk.now()-d.t0.Load() >= int64(d.window-grace)
+}
+
+// cut stops the clock and, if the sampled window was still running, ends
+// it now: the window's end timestamp and CPU sample are taken here instead
+// of by the clock's goroutine (which stop has ended, so they are ours to
+// write).
+func (d *durationClock) cut() {
+	d.stop()
+	if d.state.Load() == stSample {
+		d.t1.Store(clk.now())
+		d.cpu.sample(1)
+		d.state.Store(stEnd)
+	}
 }
 
 // ended reports the end of the cool-down; false on nil (iterations mode).

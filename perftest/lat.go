@@ -1,6 +1,8 @@
 package perftest
 
 import (
+	"time"
+
 	"github.com/ibgo/ibgo/internal/shm"
 	"github.com/ibgo/ibgo/uverbs"
 )
@@ -99,14 +101,29 @@ func isPeerGone(err error) bool {
 // write_lat. With -D each side runs its own clock and write_lat has no
 // closing exchange, so a peer whose window ended first may be gone (or, an
 // ibgo peer, lingering with its side half-closed) while we cool down: once
-// our sampled window is over that is the end of the test. Before that, or
-// without -D, the peer died.
+// our sampled window is over that is the end of the test. The two clocks
+// start apart by the last barrier's skew, so with no cool-down (-D under 4
+// gives margin 0) the peer may also leave in the last moments of our
+// window: within clockSkewGrace of its end, the window ends there (C's
+// write_lat, which never watches the socket, would spin out its window
+// with no more iterations; the rate is the same). Before that, or without
+// -D, the peer died.
 func (e *engine) peerLeftLat(dur *durationClock) error {
-	if e.ctx.Err() == nil && dur != nil && dur.state.Load() >= stStopSample {
-		return e.finishDuration(dur)
+	if e.ctx.Err() == nil && dur != nil {
+		if dur.windowEndsWithin(clockSkewGrace) {
+			dur.cut()
+		}
+		if dur.state.Load() >= stStopSample {
+			return e.finishDuration(dur)
+		}
 	}
 	return e.goneErr()
 }
+
+// clockSkewGrace bounds how far apart two peers' duration clocks may
+// start: the last barrier before the run, one TCP message each way, plus
+// scheduling on a loaded machine.
+const clockSkewGrace = time.Second
 
 // stampPost waits out --latency_gap, then (without -D) stamps the post of
 // iteration scnt.

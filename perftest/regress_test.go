@@ -401,3 +401,39 @@ func TestErrorWording(t *testing.T) {
 		assert.NotEmpty(t, opNames[o], "op %d has no name", o)
 	}
 }
+
+// CI (make test, 2 cores): ibgo's write_lat -D 2 against itself failed on
+// the client with "the peer closed the out-of-band connection" although
+// the server finished cleanly. -D 2 gives margin 0, so the server's clock
+// ended the moment its window did, while the client's window, started a
+// barrier later, still ran. A peer leaving within the clocks' skew of our
+// window's end ends the window there; a peer leaving earlier is still an
+// error.
+func TestWriteLatPeerLeavesAtWindowEnd(t *testing.T) {
+	initClock()
+	e := engine{ctx: context.Background()}
+	e.meas.cpu.enabled = true
+
+	// the peer left 3 s before our window's end: it died
+	d := startDuration(0, clockSkewGrace+3*time.Second, &e.meas.cpu)
+	for !d.sampling() {
+		time.Sleep(time.Millisecond)
+	}
+	err := e.peerLeftLat(d)
+	require.Error(t, err)
+	assert.True(t, isPeerGone(err), "%v", err)
+	d.stop()
+
+	// the peer left in the last moments of our window (margin 0): the
+	// window ends now, with both timestamps
+	window := 50 * time.Millisecond
+	d = startDuration(0, window, &e.meas.cpu)
+	for !d.sampling() {
+		time.Sleep(time.Millisecond)
+	}
+	require.True(t, d.windowEndsWithin(clockSkewGrace))
+	require.NoError(t, e.peerLeftLat(d))
+	assert.Greater(t, e.meas.tcompleted[0], e.meas.tposted[0], "the window has an end after its start")
+	assert.Less(t, e.meas.tcompleted[0]-e.meas.tposted[0], int64(window), "ended when the peer left, not at the clock's end")
+	assert.True(t, d.ended())
+}
