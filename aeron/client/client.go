@@ -195,6 +195,24 @@ func (c *Client) counter(id int32) (*atomic.Int64, error) {
 	return shm.Int64At(c.valuesBuf, int(id)*cnc.CounterValueLength), nil
 }
 
+// Channel endpoint status values, the value of a snd-channel or
+// rcv-channel counter (ChannelEndpointStatus in Java).
+const (
+	ChannelStatusInitializing = 0
+	ChannelStatusErrored      = -1
+	ChannelStatusActive       = 1
+	ChannelStatusClosing      = 2
+)
+
+// channelStatus reads a channel status counter; without one the channel
+// counts as active (Java's ChannelEndpointStatus.NO_ID_ALLOCATED).
+func (c *Client) channelStatus(id int32) int64 {
+	if id < 0 || id > c.counters.MaxCounterID() {
+		return ChannelStatusActive
+	}
+	return c.counters.CounterValue(id)
+}
+
 // ClientID is the id the driver knows this client by.
 func (c *Client) ClientID() int64 { return c.clientID }
 
@@ -425,7 +443,7 @@ func (c *Client) handleResponse(typeID int32, msg []byte) {
 		}
 		p.ch <- result{obj: pub, err: err}
 	case cnc.RspOnSubscriptionReady:
-		corr, _, err := cnc.DecodeIDAndCounter(typeID, msg)
+		corr, statusID, err := cnc.DecodeIDAndCounter(typeID, msg)
 		if err != nil {
 			c.asyncError(err)
 			return
@@ -436,6 +454,7 @@ func (c *Client) handleResponse(typeID int32, msg []byte) {
 		}
 		delete(c.pending, corr)
 		s := newSubscription(c, corr, p.streamID, p.channel)
+		s.channelStatusID = statusID
 		s.onAvailable, s.onUnavailable = p.onAvailable, p.onUnavailable
 		c.subs[corr] = s
 		p.ch <- result{obj: s}

@@ -60,6 +60,7 @@ type Publication struct {
 	streamID, sessionID    int32
 	channel                string
 	exclusive              bool
+	channelStatusID        int32
 
 	log                 *logbuffer.LogBuffer
 	meta                *logbuffer.Metadata
@@ -102,7 +103,8 @@ func newPublication(c *Client, r cnc.PublicationReady, channel string, exclusive
 	}
 	termLength := int64(log.TermLength())
 	p := &Publication{client: c, registrationID: r.CorrelationID, originalRegistrationID: r.RegistrationID,
-		streamID: r.StreamID, sessionID: r.SessionID, channel: channel, exclusive: exclusive, log: log, meta: m, hw: hw,
+		streamID: r.StreamID, sessionID: r.SessionID, channel: channel, exclusive: exclusive, channelStatusID: r.ChannelStatusIndicatorID,
+		log: log, meta: m, hw: hw,
 		pubLmt:        pubLmt,
 		initialTermID: m.InitialTermID(), positionBitsToShift: logbuffer.PositionBitsToShift(int32(termLength)),
 		termLength: termLength, maxPayload: int(m.MTULength()) - 32,
@@ -125,6 +127,16 @@ func newPublication(c *Client, r cnc.PublicationReady, channel string, exclusive
 
 // RegistrationID is the id of this client's registration (remove with it).
 func (p *Publication) RegistrationID() int64 { return p.registrationID }
+
+// ChannelStatusID is the id of the snd-channel counter of the
+// publication's send endpoint, or -1 where the driver has none (IPC), as
+// Java's Publication.channelStatusId.
+func (p *Publication) ChannelStatusID() int32 { return p.channelStatusID }
+
+// ChannelStatus reads the send endpoint's status: ChannelStatusActive
+// once it is up, ChannelStatusErrored when it failed, or, with no status
+// counter (IPC), ChannelStatusActive as Java's Publication.channelStatus.
+func (p *Publication) ChannelStatus() int64 { return p.client.channelStatus(p.channelStatusID) }
 
 // OriginalRegistrationID is the id of the publication shared by all adders.
 func (p *Publication) OriginalRegistrationID() int64 { return p.originalRegistrationID }

@@ -42,16 +42,18 @@ type Subscription struct {
 	registrationID int64
 	streamID       int32
 	channel        string
-	images         atomic.Pointer[[]*Image]
-	next           int
-	closed         atomic.Bool
+	// the rcv-channel counter of the receive endpoint, -1 when none (IPC, spies)
+	channelStatusID int32
+	images          atomic.Pointer[[]*Image]
+	next            int
+	closed          atomic.Bool
 	// per-subscription image handlers (AddSubscriptionWithHandlers); set
 	// before the subscription is published, read on the conductor goroutine
 	onAvailable, onUnavailable func(*Image)
 }
 
 func newSubscription(c *Client, reg int64, streamID int32, channel string) *Subscription {
-	s := &Subscription{client: c, registrationID: reg, streamID: streamID, channel: channel}
+	s := &Subscription{client: c, registrationID: reg, streamID: streamID, channel: channel, channelStatusID: -1}
 	s.images.Store(&[]*Image{})
 	return s
 }
@@ -391,3 +393,12 @@ func (s *Subscription) AddDestination(ctx context.Context, endpointChannel strin
 func (s *Subscription) RemoveDestination(ctx context.Context, endpointChannel string) error {
 	return s.client.destination(ctx, cnc.CmdRemoveRcvDestination, s.registrationID, endpointChannel)
 }
+
+// ChannelStatusID is the id of the rcv-channel counter of the
+// subscription's receive endpoint, or -1 where the driver has none (IPC,
+// spies), as Java's Subscription.channelStatusId.
+func (s *Subscription) ChannelStatusID() int32 { return s.channelStatusID }
+
+// ChannelStatus reads the receive endpoint's status, as
+// Publication.ChannelStatus.
+func (s *Subscription) ChannelStatus() int64 { return s.client.channelStatus(s.channelStatusID) }

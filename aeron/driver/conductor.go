@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/netip"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -31,16 +30,20 @@ type conductor struct {
 	log        io.Writer
 	terminate  func()
 
-	sys            []*atomic.Int64
-	clients        map[int64]*clientSession
-	pubs           []*ipcPublication
-	netPubs        []*networkPublication
-	endpoints      map[string]*receiveEndpoint
-	pubLinks       map[int64]*pubLink
-	subs           map[int64]*subLink
-	counterLinks   map[int64]*counterLink
-	staticCounters map[[2]int64]int32
-	nextSession    int32
+	sys       []*atomic.Int64
+	clients   map[int64]*clientSession
+	pubs      []*ipcPublication
+	netPubs   []*networkPublication
+	endpoints map[string]*receiveEndpoint
+	// send channel endpoints by canonical channel, and those closed whose
+	// transport the sender has not let go of yet
+	sendEndpoints        map[string]*sendEndpoint
+	closingSendEndpoints map[string]*sendEndpoint
+	pubLinks             map[int64]*pubLink
+	subs                 map[int64]*subLink
+	counterLinks         map[int64]*counterLink
+	staticCounters       map[[2]int64]int32
+	nextSession          int32
 
 	// the other agents and the queues to them (the C driver's proxies);
 	// fromReceiver carries the receiver's requests to the conductor
@@ -88,11 +91,10 @@ type subLink struct {
 	hasSession bool
 	endpoint   string // the receive endpoint of a network subscription; "" for IPC and spies
 	tether     bool   // tether=, default AERON_TETHER_SUBSCRIPTIONS
-	// aeron-spy: subscriptions read network publications of this
-	// destination and medium
-	spy      bool
-	spyDest  netip.AddrPort
-	spyMedia uri.Media
+	// aeron-spy: subscriptions read network publications of this send
+	// endpoint (canonicalSendChannel)
+	spy          bool
+	spyCanonical string
 }
 
 type counterLink struct {
@@ -128,6 +130,7 @@ func newConductor(cfg Config, f *cnc.File, loss []byte, media mediaRegistry, log
 	c := &conductor{cfg: cfg, cnc: f, rb: rb, bc: bc, counters: cm, errLog: el, lossReport: lr, media: media, log: &syncWriter{w: log},
 		clients: map[int64]*clientSession{}, endpoints: map[string]*receiveEndpoint{}, pubLinks: map[int64]*pubLink{}, subs: map[int64]*subLink{},
 		counterLinks: map[int64]*counterLink{}, staticCounters: map[[2]int64]int32{}, closingEndpoints: map[string]*receiveEndpoint{},
+		sendEndpoints: map[string]*sendEndpoint{}, closingSendEndpoints: map[string]*sendEndpoint{},
 		nextSession: rand.Int32(), buf: make([]byte, 0, 1024), keyBuf: make([]byte, 0, cnc.MaxKeyLength)}
 	for i, label := range systemCounterLabels(cfg.ThreadingMode) {
 		id, err := cm.Allocate(cnc.TypeSystem, binary.LittleEndian.AppendUint32(nil, uint32(i)), label)
@@ -145,6 +148,7 @@ func newConductor(cfg Config, f *cnc.File, loss []byte, media mediaRegistry, log
 	direct := cfg.ThreadingMode == Shared || cfg.ThreadingMode == Invoker
 	c.snd = &sender{cmds: newProxy(direct, c.sys[sysFailedOffersSender]), sys: c.sys,
 		cycle: cycleTracker{maxCtr: c.sys[sysSenderMaxCycleTime], exceeded: c.sys[sysSenderCycleThreshold]}}
+	c.snd.report = c.recordError
 	c.recv = &receiver{cmds: newProxy(direct, c.sys[sysFailedOffersReceiver]), sys: c.sys, c: c,
 		cycle: cycleTracker{maxCtr: c.sys[sysReceiverMaxCycleTime], exceeded: c.sys[sysReceiverCycleThreshold]}}
 	c.fromReceiver = newProxy(direct, c.sys[sysFailedOffersConductor])
@@ -437,7 +441,7 @@ func (c *conductor) dispatch(typeID int32, msg []byte, hdr cnc.Correlated, cl *c
 		if p == nil {
 			return fail(cnc.ErrorCodeUnknownPublication, "unknown remove destination, client_id=%d registration_id=%d", hdr.ClientID, reg)
 		}
-		if p.mdc != nil && p.mdc.manual {
+		if p.ep.mdc != nil && p.ep.mdc.manual {
 			return c.onRemoveDestinationByID(p, hdr.CorrelationID, int64(binary.LittleEndian.Uint64(msg[24:])))
 		}
 		return fail(cnc.ErrorCodeGenericError, "channel does not allow manual control of destinations: %d", reg)
@@ -499,7 +503,7 @@ func (c *conductor) onDestination(typeID int32, cmd cnc.DestinationCommand) erro
 				return fail(cnc.ErrorCodeInvalidChannel, "invalid destination: %v", err)
 			}
 		}
-		if p.mdc != nil && p.mdc.manual {
+		if p.ep.mdc != nil && p.ep.mdc.manual {
 			return c.onSendDestination(p, typeID == cnc.CmdAddDestination, cmd)
 		}
 		return fail(cnc.ErrorCodeGenericError, "channel does not allow manual control of destinations: %s", cmd.Channel)

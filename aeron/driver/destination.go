@@ -2,6 +2,7 @@ package driver
 
 import (
 	"net/netip"
+	"sync/atomic"
 
 	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/uri"
@@ -32,6 +33,14 @@ type mdcDestination struct {
 type destinationTracker struct {
 	manual bool
 	dests  []mdcDestination
+	// count is the endpoint's mdc-num-dest counter (nil in unit tests)
+	count *atomic.Int64
+}
+
+func (d *destinationTracker) counted() {
+	if d.count != nil {
+		d.count.Store(int64(len(d.dests)))
+	}
 }
 
 // onStatusMessage records the receiver that sent a status message
@@ -46,6 +55,7 @@ func (d *destinationTracker) onStatusMessage(from netip.AddrPort, nowNs int64) {
 	}
 	if !d.manual {
 		d.dests = append(d.dests, mdcDestination{addr: from, lastSeenNs: nowNs})
+		d.counted()
 	}
 }
 
@@ -57,6 +67,7 @@ func (d *destinationTracker) checkTimeouts(nowNs int64) {
 	for i := 0; i < len(d.dests); i++ {
 		if nowNs-d.dests[i].lastSeenNs > destinationTimeoutNs {
 			d.dests = append(d.dests[:i], d.dests[i+1:]...)
+			d.counted()
 			i--
 		}
 	}
@@ -69,6 +80,7 @@ func (d *destinationTracker) add(addr netip.AddrPort, regID, nowNs int64) {
 		}
 	}
 	d.dests = append(d.dests, mdcDestination{addr: addr, regID: regID, lastSeenNs: nowNs})
+	d.counted()
 }
 
 // remove drops the destination with addr (or, when addr is invalid, the
@@ -77,6 +89,7 @@ func (d *destinationTracker) remove(addr netip.AddrPort, regID int64) {
 	for i, x := range d.dests {
 		if (addr.IsValid() && x.addr == addr) || (!addr.IsValid() && x.regID == regID) {
 			d.dests = append(d.dests[:i], d.dests[i+1:]...)
+			d.counted()
 			return
 		}
 	}
@@ -113,9 +126,9 @@ func (c *conductor) onSendDestination(p *networkPublication, add bool, cmd cnc.D
 	}
 	snd, reg := c.snd, cmd.CorrelationID
 	if add {
-		c.senderProxy.offer(func() { p.mdc.add(addr, reg, snd.nowNs) })
+		c.senderProxy.offer(func() { p.ep.mdc.add(addr, reg, snd.nowNs) })
 	} else {
-		c.senderProxy.offer(func() { p.mdc.remove(addr, 0) })
+		c.senderProxy.offer(func() { p.ep.mdc.remove(addr, 0) })
 	}
 	c.transmit(cnc.RspOnOperationSuccess, cnc.AppendID(c.buf[:0], cmd.CorrelationID))
 	return nil
@@ -123,7 +136,7 @@ func (c *conductor) onSendDestination(p *networkPublication, add bool, cmd cnc.D
 
 // onRemoveDestinationByID: aeron_driver_conductor_on_remove_send_destination_by_id.
 func (c *conductor) onRemoveDestinationByID(p *networkPublication, correlationID, destRegID int64) error {
-	c.senderProxy.offer(func() { p.mdc.remove(netip.AddrPort{}, destRegID) })
+	c.senderProxy.offer(func() { p.ep.mdc.remove(netip.AddrPort{}, destRegID) })
 	c.transmit(cnc.RspOnOperationSuccess, cnc.AppendID(c.buf[:0], correlationID))
 	return nil
 }

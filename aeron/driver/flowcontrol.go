@@ -439,7 +439,7 @@ func (f *minFlowControl) close(c *conductor) {
 func (p *networkPublication) onStatusMessage(c *sender, sm *protocol.StatusMessage) {
 	if sm.Flags&protocol.SMFlagEOS != 0 {
 		delete(p.receivers, sm.ReceiverID)
-		if p.mdc == nil && !p.dest.Addr().IsMulticast() {
+		if p.ep.mdc == nil && !p.dest.Addr().IsMulticast() {
 			p.receivedUnicastEOS.Store(true)
 		}
 	} else {

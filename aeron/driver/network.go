@@ -116,13 +116,14 @@ func mediaTimestampOffset(u *uri.ChannelURI) int {
 }
 
 // canonicalSendChannel names a send channel endpoint as the C driver's
-// canonical form does: the medium, where data goes (endpoint) or where
-// receivers report (control), and the keys that change the endpoint on
-// the wire (interface, ttl, control-mode, ib-qp); not the order of the
-// parameters nor the log's.
+// canonical form does (aeron_uri_udp_canonicalise: the local interface or
+// control address and the remote endpoint): the medium, where data goes
+// (endpoint) or where receivers report (control), and the keys that
+// change the endpoint on the wire (interface, control-mode, ib-qp); not
+// the order of the parameters nor the log's.
 func canonicalSendChannel(u *uri.ChannelURI, dest, control netip.AddrPort) string {
 	key := string(u.Media) + "|" + dest.String() + "|" + control.String()
-	for _, k := range []string{uri.KeyInterface, uri.KeyTTL, uri.KeyControlMode, uri.KeyIBQueuePair} {
+	for _, k := range []string{uri.KeyInterface, uri.KeyControlMode, uri.KeyIBQueuePair} {
 		if v, ok := u.Get(k); ok {
 			key += "|" + k + "=" + v
 		}
@@ -148,15 +149,9 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 	if err := checkMTUForSndbuf(u, c.cfg, params.mtu); err != nil {
 		return err
 	}
-	mdc, manual := mdcMode(u)
-	var dest, control netip.AddrPort
-	if mdc {
-		if u.Has(uri.KeyControl) {
-			if control, err = resolveAddress(u, uri.KeyControl); err != nil {
-				return err
-			}
-		}
-	} else if dest, err = resolveEndpoint(u); err != nil {
+	mdc, _ := mdcMode(u)
+	dest, control, canonical, err := resolveSendChannel(u)
+	if err != nil {
 		return err
 	}
 	if dest.Addr().IsMulticast() || mdc {
@@ -165,7 +160,6 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 		}
 	}
 	var pub *networkPublication
-	canonical := canonicalSendChannel(u, dest, control)
 	if !exclusive {
 		// matched by endpoint and stream as the C driver
 		// (aeron_driver_conductor_get_or_add_network_publication), not by
@@ -186,14 +180,13 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 	if pub == nil {
 		if params.hasSession {
 			for _, p := range c.netPubs {
-				if p.state != pubDone && p.sessionID == params.sessionID && p.streamID == cmd.StreamID && p.dest == dest {
+				if p.state != pubDone && p.sessionID == params.sessionID && p.streamID == cmd.StreamID && p.canonical == canonical {
 					return fail(cnc.ErrorCodeGenericError, "specified session-id %d is already in use for stream-id %d", params.sessionID, cmd.StreamID)
 				}
 			}
 		} else {
 			params.sessionID = c.nextSessionID()
 		}
-		med, _ := c.media.lookup(u.Media)
 		bind := netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
 		if dest.Addr().Is6() {
 			bind = netip.AddrPortFrom(netip.IPv6Unspecified(), 0)
@@ -209,46 +202,21 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 			// dynamic, their registration) come to the control address
 			bind = control
 		}
-		t, err := med.Open(u, bind, dest, c.transportParams(u, params.mtu), AffinitySender)
+		ep, err := c.sendEndpointFor(u, cmd.Channel, canonical, bind, dest, params.mtu, cmd.CorrelationID)
 		if err != nil {
-			return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
-		}
-		pub, err = newNetworkPublication(c, cl, cmd.CorrelationID, cmd.StreamID, cmd.Channel, exclusive, params, t, dest)
-		if err != nil {
-			_ = t.Close()
 			return err
 		}
-		pub.canonical = canonical
-		if r, ok := t.(MemoryRegistrar); ok {
-			// Frames go out straight from the term buffer, so a posted
-			// send must never read bytes the conductor has cleaned since
-			// (the publisher writes only cleaned bytes, so cleaning is the
-			// one hazard). clean() zeroes position x only once snd-pos >
-			// x + termLength. A send is posted from position x >= S -
-			// termLength/2 - maxMessage >= S - 5/8 termLength (a
-			// retransmit, onNak's bound; fresh data has x = S) when the
-			// sender position is S, so it is safe until the sender
-			// advances 3/8 termLength past S. While it is outstanding, the
-			// transport posts at most max(maxInFlight, mtu) <= termLength/8
-			// bytes from the log (mtu <= termLength/8 is checked above);
-			// the sender advances by what it posts plus padding, and at
-			// most one padding frame (< maxMessage + headers, about
-			// termLength/8) fits in any span shorter than a term. So the
-			// sender moves at most about termLength/4 < 3/8 termLength
-			// before the send completes. (A spy-simulated jump of the
-			// sender position happens only after the connection timeout
-			// without status messages, long after a datagram send
-			// completed.)
-			rel, err := r.RegisterMemory(pub.log.Bytes(), int(pub.termLength/16))
-			if err != nil {
-				c.recordError(cnc.ErrorCodeGenericError, fmt.Sprintf("%s: term buffers not registered, frames are copied: %v", cmd.Channel, err))
-			} else {
-				pub.unregister = rel
+		pub, err = newNetworkPublication(c, cl, cmd.CorrelationID, cmd.StreamID, cmd.Channel, exclusive, params, dest)
+		if err != nil {
+			if ep.refCount == 0 {
+				ep.refCount = 1
+				ep.release(c)
 			}
+			return err
 		}
-		if mdc {
-			pub.mdc = &destinationTracker{manual: manual}
-		}
+		pub.ep = ep
+		ep.refCount++
+		pub.canonical = canonical
 		// multi-destination-cast uses the multicast strategies, as
 		// aeron_driver_conductor_get_or_add_send_channel_endpoint's
 		// supplier choice does
@@ -280,7 +248,7 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 				}
 			}
 		}()
-		fmt.Fprintf(c.log, "publication %d: session %d stream %d %s from %s\n", pub.regID, pub.sessionID, pub.streamID, dest, t.LocalAddr())
+		fmt.Fprintf(c.log, "publication %d: session %d stream %d %s from %s\n", pub.regID, pub.sessionID, pub.streamID, dest, ep.t.LocalAddr())
 	}
 	pub.refCount++
 	c.pubLinks[cmd.CorrelationID] = &pubLink{regID: cmd.CorrelationID, client: cl, net: pub}
@@ -290,19 +258,35 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 	}
 	c.transmit(rsp, cnc.AppendPublicationReady(c.buf[:0], cnc.PublicationReady{
 		CorrelationID: cmd.CorrelationID, RegistrationID: pub.regID, SessionID: pub.sessionID, StreamID: pub.streamID,
-		PublicationLimitCounterID: pub.pubLmtID, ChannelStatusIndicatorID: channelStatusNotAllocated, LogFile: pub.logFile}))
+		PublicationLimitCounterID: pub.pubLmtID, ChannelStatusIndicatorID: pub.ep.statusID, LogFile: pub.logFile}))
 	return nil
+}
+
+// resolveSendChannel resolves where a publication channel sends (endpoint;
+// none for multi-destination-cast) and where its receivers report
+// (control=, multi-destination-cast), and names its send endpoint.
+func resolveSendChannel(u *uri.ChannelURI) (dest, control netip.AddrPort, canonical string, err error) {
+	if mdc, _ := mdcMode(u); mdc {
+		if u.Has(uri.KeyControl) {
+			if control, err = resolveAddress(u, uri.KeyControl); err != nil {
+				return
+			}
+		}
+	} else if dest, err = resolveEndpoint(u); err != nil {
+		return
+	}
+	return dest, control, canonicalSendChannel(u, dest, control), nil
 }
 
 // addSpySubscription links an aeron-spy: subscription to every network
 // publication of its channel and stream (aeron_driver_conductor_on_add_spy_subscription):
 // the spy reads the publication's own log, joining at the sender position.
 func (c *conductor) addSpySubscription(cl *clientSession, cmd cnc.SubscriptionCommand, u *uri.ChannelURI) error {
-	dest, err := resolveEndpoint(u)
+	_, _, canonical, err := resolveSendChannel(u)
 	if err != nil {
 		return err
 	}
-	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel, spy: true, spyDest: dest, spyMedia: u.Media,
+	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel, spy: true, spyCanonical: canonical,
 		tether: c.tether(u)}
 	if v, ok := u.Int(uri.KeySessionID); ok {
 		s.sessionID, s.hasSession = int32(v), true
@@ -321,7 +305,7 @@ func (c *conductor) addSpySubscription(cl *clientSession, cmd cnc.SubscriptionCo
 // (aeron_driver_conductor_spy_subscription_link_matches: same channel and
 // stream, session if given; only publications still accepting).
 func (s *subLink) spies(p *networkPublication) bool {
-	return s.spy && p.acceptingSubscriptions() && p.streamID == s.streamID && p.dest == s.spyDest && p.media == s.spyMedia &&
+	return s.spy && p.acceptingSubscriptions() && p.streamID == s.streamID && p.canonical == s.spyCanonical &&
 		(!s.hasSession || s.sessionID == p.sessionID)
 }
 
@@ -429,6 +413,13 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 		if control.IsValid() {
 			e.control, e.explicitControl = control, true
 		}
+		if err := e.allocateCounters(c, cmd.CorrelationID); err != nil {
+			e.freeCounters(c)
+			if t != nil {
+				_ = t.Close()
+			}
+			return err
+		}
 		c.endpoints[key] = e
 		r := c.recv
 		c.receiverProxy.offer(func() { r.onAddEndpoint(e) })
@@ -443,7 +434,7 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 	e.subs = append(e.subs, s)
 	r := c.recv
 	c.receiverProxy.offer(func() { r.onAddSubscription(e, s) })
-	c.transmit(cnc.RspOnSubscriptionReady, cnc.AppendIDAndCounter(c.buf[:0], cmd.CorrelationID, channelStatusNotAllocated))
+	c.transmit(cnc.RspOnSubscriptionReady, cnc.AppendIDAndCounter(c.buf[:0], cmd.CorrelationID, e.statusID))
 	for _, im := range e.images {
 		if im.acceptingSubscriptions() && im.streamID == s.streamID && (!s.hasSession || s.sessionID == im.sessionID) {
 			im.addSubscriber(c, s)

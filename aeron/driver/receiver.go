@@ -36,6 +36,9 @@ const (
 type receiveEndpoint struct {
 	key string // canonical bind address
 	t   Transport
+	// the rcv-channel counter and, with a transport of its own (not a
+	// multi-destination subscription), rcv-local-sockaddr (conductor)
+	statusID, localAddrID int32
 
 	// fixed by the conductor before the receiver gets the endpoint:
 	// control is where a multicast endpoint sends status messages and
@@ -113,7 +116,7 @@ type receiveEndpoint struct {
 func newReceiveEndpoint(key string, t Transport) *receiveEndpoint {
 	// one receiver id per endpoint, as the C driver's endpoint->receiver_id:
 	// a multi-destination-cast sender tracks receivers by it
-	e := &receiveEndpoint{key: key, t: t, receiverID: rand.Int64(), pendingSetup: map[[2]int32]int64{}, lastControlNs: map[int32]int64{}, creating: map[[2]int32]int64{}, batch: make([][]byte, 1), mediaTSOffset: -1}
+	e := &receiveEndpoint{key: key, t: t, statusID: -1, localAddrID: -1, receiverID: rand.Int64(), pendingSetup: map[[2]int32]int64{}, lastControlNs: map[int32]int64{}, creating: map[[2]int32]int64{}, batch: make([][]byte, 1), mediaTSOffset: -1}
 	e.recvFn = e.onDatagram
 	return e
 }
@@ -457,11 +460,46 @@ func (e *receiveEndpoint) close(c *conductor) {
 	r := c.recv
 	c.receiverProxy.offer(func() { r.onRemoveEndpoint(e) })
 	c.closingEndpoints[e.key] = e
+	if e.statusID >= 0 {
+		c.counters.Value(e.statusID).Store(channelStatusClosing)
+	}
 	c.awaitRelease(&e.released, func() {
 		if c.closingEndpoints[e.key] == e {
 			delete(c.closingEndpoints, e.key)
 		}
+		e.freeCounters(c)
 	})
+}
+
+// allocateCounters: rcv-channel, labelled with the bound address, and
+// rcv-local-sockaddr for an endpoint with a transport of its own
+// (aeron_driver_conductor_get_or_add_receive_channel_endpoint and
+// aeron_receive_destination_create).
+func (e *receiveEndpoint) allocateCounters(c *conductor, regID int64) error {
+	local := ""
+	if e.t != nil {
+		local = e.t.LocalAddr()
+	}
+	var err error
+	if e.statusID, err = allocateChannelStatus(c, cnc.TypeReceiveChannelStatus, "rcv-channel", e.channel, local, regID); err != nil {
+		return err
+	}
+	if e.t != nil {
+		if e.localAddrID, err = allocateLocalSockaddr(c, "rcv-local-sockaddr", e.statusID, local, regID); err != nil {
+			return err
+		}
+	}
+	c.counters.Value(e.statusID).Store(channelStatusActive)
+	return nil
+}
+
+func (e *receiveEndpoint) freeCounters(c *conductor) {
+	for _, id := range []int32{e.statusID, e.localAddrID} {
+		if id >= 0 {
+			_ = c.counters.Free(id)
+		}
+	}
+	e.statusID, e.localAddrID = -1, -1
 }
 
 type imageState int

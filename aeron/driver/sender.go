@@ -43,9 +43,13 @@ type networkPublication struct {
 	state     pubState
 	refCount  int
 
-	t Transport
-	// unregister releases the log's registration with t's device
-	// (MemoryRegistrar); nil when t copies every frame
+	// ep is the send channel endpoint the publication sends through
+	// (shared, sendendpoint.go)
+	ep *sendEndpoint
+	// unregister releases the log's registration with the endpoint's
+	// device (MemoryRegistrar); nil when the transport copies every
+	// frame. The sender's: it registers and releases the log, since the
+	// transport may be in use for other publications meanwhile.
 	unregister func() error
 	dest       netip.AddrPort
 	media      uri.Media
@@ -120,10 +124,6 @@ type networkPublication struct {
 	// AERON_SPIES_SIMULATE_CONNECTION, fixed at creation
 	simulateConnection bool
 
-	// mdc lists the destinations of a multi-destination-cast publication
-	// (nil otherwise); set before the sender gets the publication, then
-	// the sender's
-	mdc       *destinationTracker
 	rtx       retransmitHandler // one action for unicast; addNetworkPublication gives multicast a pool
 	group     bool              // group semantics (multicast): the SETUP says so
 	ttl       int32             // multicast ttl=, in SETUP
@@ -134,7 +134,6 @@ type networkPublication struct {
 	sendAdvance [maxDatagramsPerSendDuty]int64
 	ctl         [protocol.SetupHeaderLength]byte
 	hb          [protocol.DataHeaderLength]byte
-	recvFn      RecvFunc
 	s           *sender
 }
 
@@ -142,8 +141,12 @@ type networkPublication struct {
 // every network publication the conductor handed it. Owned by the goroutine
 // that runs it; other agents reach it only through cmds.
 type sender struct {
-	cmds  *proxy
-	pubs  []*networkPublication
+	cmds      *proxy
+	endpoints []*sendEndpoint
+	pubs      []*networkPublication
+	// report records an error in the driver's error log (conductor's
+	// recordError, safe from any agent)
+	report func(code int, msg string)
 	sys   []*atomic.Int64
 	nowNs int64
 	cycle cycleTracker
@@ -153,6 +156,9 @@ type sender struct {
 func (s *sender) doWork() int {
 	s.nowNs = time.Now().UnixNano()
 	work := s.cmds.drain()
+	for _, e := range s.endpoints {
+		work += e.poll()
+	}
 	for _, p := range s.pubs {
 		work += p.send(s)
 	}
@@ -165,6 +171,39 @@ func (s *sender) onAddPublication(p *networkPublication) {
 	p.s = s
 	p.lastSetupNs = s.nowNs - setupTimeoutNs
 	s.pubs = append(s.pubs, p)
+	p.ep.pubs[dispatchKey(p.sessionID, p.streamID)] = p
+	if r, ok := p.ep.t.(MemoryRegistrar); ok {
+		p.registerLog(s, r)
+	}
+}
+
+// registerLog registers the publication's log with the transport's device
+// so that frames go out straight from the term buffers (MemoryRegistrar).
+//
+// A posted send must never read bytes the conductor has cleaned since
+// (the publisher writes only cleaned bytes, so cleaning is the one
+// hazard). clean() zeroes position x only once snd-pos > x + termLength.
+// A send is posted from position x >= S - termLength/2 - maxMessage >= S -
+// 5/8 termLength (a retransmit, onNak's bound; fresh data has x = S) when
+// the sender position is S, so it is safe until the sender advances 3/8
+// termLength past S. While it is outstanding, the transport posts at most
+// max(maxInFlight, mtu) <= termLength/8 bytes from the log (mtu <=
+// termLength/8 is checked by addNetworkPublication); the sender advances
+// by what it posts plus padding, and at most one padding frame (<
+// maxMessage + headers, about termLength/8) fits in any span shorter than
+// a term. So the sender moves at most about termLength/4 < 3/8 termLength
+// before the send completes. (A spy-simulated jump of the sender position
+// happens only after the connection timeout without status messages, long
+// after a datagram send completed.)
+func (p *networkPublication) registerLog(s *sender, r MemoryRegistrar) {
+	rel, err := r.RegisterMemory(p.log.Bytes(), int(p.termLength/16))
+	if err != nil {
+		if s.report != nil {
+			s.report(cnc.ErrorCodeGenericError, fmt.Sprintf("%s: term buffers not registered, frames are copied: %v", p.channel, err))
+		}
+		return
+	}
+	p.unregister = rel
 }
 
 // onRemovePublication: aeron_driver_sender_on_remove_publication; the
@@ -176,11 +215,22 @@ func (s *sender) onRemovePublication(p *networkPublication) {
 			break
 		}
 	}
+	if k := dispatchKey(p.sessionID, p.streamID); p.ep.pubs[k] == p {
+		delete(p.ep.pubs, k)
+	}
+	if p.unregister != nil {
+		// no more posts from this log: wait for the ones in flight to
+		// complete, then deregister it, before the conductor unmaps it
+		if err := p.unregister(); err != nil && s.report != nil {
+			s.report(cnc.ErrorCodeGenericError, fmt.Sprintf("publication %d: release registered log: %v", p.regID, err))
+		}
+		p.unregister = nil
+	}
 	p.released.Store(true)
 }
 
 func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamID int32, channel string, exclusive bool,
-	params ipcParams, t Transport, dest netip.AddrPort) (*networkPublication, error) {
+	params ipcParams, dest netip.AddrPort) (*networkPublication, error) {
 	log, path, err := c.createPublicationLog(regID, params.termLength)
 	if err != nil {
 		return nil, err
@@ -190,7 +240,7 @@ func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamI
 		window = params.termLength / 2
 	}
 	p := &networkPublication{regID: regID, sessionID: params.sessionID, streamID: streamID, channel: channel, exclusive: exclusive,
-		params: params, t: t, dest: dest, log: log, logFile: path, logLength: int64(len(log.Bytes())), termLength: int64(params.termLength),
+		params: params, dest: dest, log: log, logFile: path, logLength: int64(len(log.Bytes())), termLength: int64(params.termLength),
 		positionBitsToShift: logbuffer.PositionBitsToShift(int32(params.termLength)), initialTermID: rand.Int32(),
 		termWindow: int64(window), pubLmtID: -1, pubPosID: -1, sndPosID: -1, sndLmtID: -1, shouldSendSetup: true,
 		simulateConnection: c.cfg.SpiesSimulateConnection,
@@ -198,7 +248,6 @@ func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamI
 		sendBatch: make([][]byte, 0, maxDatagramsPerSendDuty),
 		fc:        &maxFlowControl{multiple: unicastFlowControlRetransmitMultiple}, rtx: newRetransmitHandler(false, 1),
 		rcvWindow: min(int64(params.termLength)/2, int64(c.cfg.InitialWindowLength))}
-	p.recvFn = p.onControl
 	if params.hasPosition {
 		p.initialTermID = params.initialTermID
 	}
@@ -391,7 +440,7 @@ func (p *networkPublication) clean(position int64) {
 // send is the sender duty for this publication (aeron_network_publication_send):
 // control frames first, then SETUP, data within the sender limit, heartbeat.
 func (p *networkPublication) send(c *sender) int {
-	work, _ := p.t.Recv(controlPollPerDuty, p.recvFn)
+	work := 0
 	if p.shouldSendSetup && c.nowNs-p.lastSetupNs >= setupTimeoutNs {
 		p.sendSetup(c)
 		work++
@@ -430,9 +479,6 @@ func (p *networkPublication) send(c *sender) int {
 		p.expireReceivers(c.nowNs)
 	}
 	p.rtx.processTimeouts(c.nowNs)
-	if p.mdc != nil {
-		p.mdc.checkTimeouts(c.nowNs)
-	}
 	return work
 }
 
@@ -470,10 +516,10 @@ func (p *networkPublication) sendHeartbeat(c *sender) {
 }
 
 func (p *networkPublication) sendOne(c *sender, b []byte) {
-	if p.mdc != nil {
+	if mdc := p.ep.mdc; mdc != nil {
 		// every destination gets every frame (aeron_udp_destination_tracker_send)
-		for i := range p.mdc.dests {
-			p.sendTo(c, p.mdc.dests[i].addr, b)
+		for i := range mdc.dests {
+			p.sendTo(c, mdc.dests[i].addr, b)
 		}
 		return
 	}
@@ -482,7 +528,7 @@ func (p *networkPublication) sendOne(c *sender, b []byte) {
 
 func (p *networkPublication) sendTo(c *sender, dest netip.AddrPort, b []byte) {
 	p.sendBatch = append(p.sendBatch[:0], b)
-	if _, err := p.t.Send(dest, p.sendBatch); err != nil {
+	if _, err := p.ep.t.Send(dest, p.sendBatch); err != nil {
 		c.sys[sysErrors].Add(1)
 	} else {
 		c.sys[sysBytesSent].Add(int64(len(b)))
@@ -519,10 +565,10 @@ func (p *networkPublication) sendData(c *sender) int {
 		return 0
 	}
 	sent := len(batch)
-	if p.mdc != nil {
+	if mdc := p.ep.mdc; mdc != nil {
 		// every destination gets every frame (aeron_udp_destination_tracker_send)
-		for i := range p.mdc.dests {
-			p.sendFrames(c, p.mdc.dests[i].addr, batch)
+		for i := range mdc.dests {
+			p.sendFrames(c, mdc.dests[i].addr, batch)
 		}
 	} else {
 		sent = p.sendFrames(c, p.dest, batch)
@@ -542,7 +588,7 @@ func (p *networkPublication) sendData(c *sender) int {
 // sender may count as gone: all of them after an error (counted), fewer
 // on a short send (counted).
 func (p *networkPublication) sendFrames(c *sender, dest netip.AddrPort, batch [][]byte) int {
-	n, err := p.t.Send(dest, batch)
+	n, err := p.ep.t.Send(dest, batch)
 	for _, b := range batch[:n] {
 		c.sys[sysBytesSent].Add(int64(len(b)))
 	}
@@ -556,83 +602,32 @@ func (p *networkPublication) sendFrames(c *sender, dest netip.AddrPort, batch []
 	return n
 }
 
-// onControl handles a frame from a receiver (aeron_send_channel_endpoint
-// on_status_message / on_nak / on_rttm). Malformed frames are dropped and
-// counted.
-func (p *networkPublication) onControl(_ Transport, buf []byte, from netip.AddrPort, _ int64) {
-	c := p.s
-	var fh protocol.FrameHeader
-	if err := fh.Decode(buf); err != nil || fh.Version != protocol.CurrentVersion || int(fh.FrameLength) > len(buf) {
-		c.sys[sysInvalidPackets].Add(1)
+// onStatus handles a status message the endpoint dispatched to this
+// publication (aeron_network_publication_on_status_message, and
+// trigger_send_setup_frame for one asking for SETUP).
+func (p *networkPublication) onStatus(c *sender, sm *protocol.StatusMessage) {
+	if sm.Flags&protocol.SMFlagSetup != 0 {
+		if p.endOfStream.Load() {
+			return // a finished stream is not set up again (aeron_network_publication_trigger_send_setup_frame)
+		}
+		p.fc.onTriggerSendSetup(sm)
+		p.shouldSendSetup = true
+		p.lastSetupNs = c.nowNs - setupTimeoutNs
 		return
 	}
-	switch fh.Type {
-	case protocol.TypeStatusMessage:
-		var sm protocol.StatusMessage
-		if sm.Decode(buf) != nil {
-			c.sys[sysInvalidPackets].Add(1)
-			return
-		}
-		if p.mdc != nil {
-			// any status message registers (dynamic) or refreshes its
-			// sender as a destination, before the publication is looked
-			// up: the C receiver's periodic pending setup to the control
-			// address carries session 0 and stream 0
-			// (aeron_send_channel_endpoint_on_status_message)
-			p.mdc.onStatusMessage(from, c.nowNs)
-		}
-		if sm.StreamID != p.streamID {
-			return
-		}
-		if sm.SessionID != p.sessionID {
-			// ibgo's receivers ask for SETUP with session 0 and their
-			// stream until they have an image
-			if p.mdc == nil || p.mdc.manual || sm.SessionID != 0 || sm.Flags&protocol.SMFlagSetup == 0 {
-				return
-			}
-		}
-		c.sys[sysStatusMessagesReceived].Add(1)
-		if sm.Flags&protocol.SMFlagSetup != 0 {
-			if p.endOfStream.Load() {
-				return // a finished stream is not set up again (aeron_network_publication_trigger_send_setup_frame)
-			}
-			p.fc.onTriggerSendSetup(&sm)
-			p.shouldSendSetup = true
-			p.lastSetupNs = c.nowNs - setupTimeoutNs
-			return
-		}
-		p.onStatusMessage(c, &sm)
-	case protocol.TypeNak:
-		var nak protocol.Nak
-		if nak.Decode(buf) != nil {
-			c.sys[sysInvalidPackets].Add(1)
-			return
-		}
-		if nak.SessionID != p.sessionID || nak.StreamID != p.streamID {
-			return
-		}
-		c.sys[sysNaksReceived].Add(1)
-		p.onNak(c, nak.TermID, nak.TermOffset, nak.Length)
-	case protocol.TypeRTTM:
-		var r protocol.RTTMeasurement
-		if r.Decode(buf) != nil {
-			c.sys[sysInvalidPackets].Add(1)
-			return
-		}
-		if r.SessionID != p.sessionID || r.StreamID != p.streamID || r.Flags&protocol.RTTMFlagReply == 0 {
-			return
-		}
-		reply := protocol.RTTMeasurement{SessionID: p.sessionID, StreamID: p.streamID, EchoTimestamp: r.EchoTimestamp, ReceiverID: r.ReceiverID}
-		n, _ := reply.Encode(p.ctl[:])
-		if p.mdc != nil {
-			p.sendTo(c, from, p.ctl[:n])
-		} else {
-			p.sendOne(c, p.ctl[:n])
-		}
-	case protocol.TypeError, protocol.TypeResponseSetup:
-		// not acted on yet (response channels and image rejection)
-	default:
-		c.sys[sysInvalidPackets].Add(1)
+	p.onStatusMessage(c, sm)
+}
+
+// onRTTM answers a receiver's RTT measurement request
+// (aeron_network_publication_on_rttm): to its sender on a
+// multi-destination-cast channel, to the endpoint otherwise.
+func (p *networkPublication) onRTTM(c *sender, r *protocol.RTTMeasurement, from netip.AddrPort) {
+	reply := protocol.RTTMeasurement{SessionID: p.sessionID, StreamID: p.streamID, EchoTimestamp: r.EchoTimestamp, ReceiverID: r.ReceiverID}
+	n, _ := reply.Encode(p.ctl[:])
+	if p.ep.mdc != nil {
+		p.sendTo(c, from, p.ctl[:n])
+	} else {
+		p.sendOne(c, p.ctl[:n])
 	}
 }
 
@@ -699,17 +694,6 @@ func (p *networkPublication) close(c *conductor) {
 		p.log.Metadata().SetIsConnected(false)
 	}
 	free := func() {
-		if p.unregister != nil {
-			// the sender let go of the transport: no more posts, wait
-			// for the ones in flight to complete before the log goes
-			if err := p.unregister(); err != nil {
-				c.recordError(cnc.ErrorCodeGenericError, fmt.Sprintf("publication %d: release registered log: %v", p.regID, err))
-			}
-			p.unregister = nil
-		}
-		if p.t != nil {
-			_ = p.t.Close()
-		}
 		if p.log != nil {
 			c.sys[sysBytesMapped].Add(-p.logLength)
 			_ = p.log.Close()
@@ -726,11 +710,16 @@ func (p *networkPublication) close(c *conductor) {
 	}
 	if !p.handed { // never given to the sender
 		free()
-		return
+	} else {
+		snd := c.snd
+		c.senderProxy.offer(func() { snd.onRemovePublication(p) })
+		c.awaitRelease(&p.released, free)
 	}
-	snd := c.snd
-	c.senderProxy.offer(func() { snd.onRemovePublication(p) })
-	c.awaitRelease(&p.released, free)
+	if p.ep != nil {
+		// after the publication's removal in the sender's queue, so the
+		// endpoint outlives the publication there
+		p.ep.release(c)
+	}
 }
 
 // addSpy gives spy subscription s an image of the publication's own log,

@@ -88,7 +88,7 @@ func newSenderHarness(t *testing.T, channel string, streamID int32) *senderHarne
 	}
 	require.Len(t, h.s.pubs, 1, "the sender has the publication")
 	h.p = h.s.pubs[0]
-	h.tr = h.p.t.(*fakeTransport)
+	h.tr = h.p.ep.t.(*fakeTransport)
 	h.mark = len(h.tr.sent())
 	// relative time 0 is well after anything the driver did on its own
 	// clock, so the first step is due a SETUP as the capture's first
@@ -105,6 +105,7 @@ func (h *senderHarness) step(rel int64) {
 	h.c.nowNs, h.c.nowMs = now, now/1e6
 	h.p.update(h.c)
 	h.s.nowNs = now
+	h.p.ep.poll()
 	h.p.send(h.s)
 }
 
@@ -528,10 +529,31 @@ func TestReplayCSenderAnswers(t *testing.T) {
 	require.Equal(t, pubLinger, h.p.state)
 
 	// Part 2: the lingering publication answers RTTM requests and sends
-	// EOS heartbeats; the receiver's EOS status message changes nothing.
+	// EOS heartbeats, up to the receiver's EOS status message. That ends
+	// the linger of a unicast publication in the C driver 1.48
+	// (has_received_unicast_eos in aeron_network_publication.c's LINGER
+	// state) and in ibgo; the C driver that made the capture still
+	// answered RTTM requests after it, so the capture is compared up to
+	// that message, and after it ibgo's publication is gone.
+	eosSM := -1
+	for i, pk := range part2 {
+		if !pk.fromSender && pk.b[6] == byte(protocol.TypeStatusMessage) && pk.b[5]&protocol.SMFlagEOS != 0 {
+			eosSM = i
+			break
+		}
+	}
+	require.Positive(t, eosSM, "part 2 has the receiver's EOS status message")
 	var want2, got2 senderFrames
-	replay(part2, &want2, &got2, cc, gc)
+	replay(part2[:eosSM+1], &want2, &got2, cc, gc)
 	require.NoError(t, compareFrames(want2, got2, kindRTTM, kindData, kindRetransmit, kindHeartbeat))
+	now += grid
+	h.step(now) // the conductor sees it at its next duty
+	require.Equal(t, pubDone, h.p.state, "the unicast receiver's EOS status message ended the linger")
+	for _, pk := range part2[eosSM+1:] {
+		if pk.fromSender {
+			cc.add(&want2, pk.b)
+		}
+	}
 	// How many EOS heartbeats fall in part 2's 76 ms depends on when the
 	// publication closed, which the capture does not show (they come
 	// every 100 ms), so their count is not compared: every EOS heartbeat

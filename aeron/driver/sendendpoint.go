@@ -1,0 +1,302 @@
+package driver
+
+import (
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/ibgo/ibgo/aeron/cnc"
+	"github.com/ibgo/ibgo/aeron/protocol"
+	"github.com/ibgo/ibgo/aeron/uri"
+)
+
+// Channel endpoint status values (AERON_COUNTER_CHANNEL_ENDPOINT_STATUS_*):
+// the value of a snd-channel, rcv-channel or *-local-sockaddr counter.
+const (
+	channelStatusInitializing = 0
+	channelStatusErrored      = -1
+	channelStatusActive       = 1
+	channelStatusClosing      = 2
+)
+
+// sendEndpoint is a send channel endpoint (aeron_send_channel_endpoint.c):
+// one transport per canonical send channel (canonicalSendChannel), shared
+// by every network publication on it, exclusive or not. Status messages,
+// NAKs and RTT measurements that arrive on it go to the publication of
+// their session and stream; the destinations of a multi-destination-cast
+// channel are the endpoint's, so every publication on it reaches every
+// destination.
+//
+// The conductor owns canonical, refCount, the counters and the close; the
+// sender owns pubs and, once handed the endpoint, the tracker's list.
+// released is the one field both touch.
+type sendEndpoint struct {
+	canonical string
+	channel   string // the channel of the publication that opened it (C's original uri)
+	media     uri.Media
+	t         Transport
+	mtu       int // the MTU the transport was opened for
+	refCount  int // conductor: publications on it
+
+	statusID, localAddrID, numDestID int32
+	status                           *atomic.Int64
+
+	// mdc lists the destinations of a multi-destination-cast endpoint
+	// (nil otherwise); manual is fixed at creation, dests are the sender's
+	mdc *destinationTracker
+
+	// sender: the publications by session and stream
+	pubs     map[uint64]*networkPublication
+	recvFn   RecvFunc
+	s        *sender
+	released atomic.Bool
+}
+
+func dispatchKey(sessionID, streamID int32) uint64 {
+	return uint64(uint32(sessionID))<<32 | uint64(uint32(streamID))
+}
+
+// sendEndpointFor returns the endpoint of canonical, opening it (transport
+// and counters) for the first publication on it; regID is that
+// publication's registration id, which the endpoint's counters carry.
+func (c *conductor) sendEndpointFor(u *uri.ChannelURI, channel, canonical string, bind, dest netip.AddrPort, mtu int, regID int64) (*sendEndpoint, error) {
+	if e, ok := c.sendEndpoints[canonical]; ok {
+		if e.media != uri.MediaUDP && mtu > e.mtu {
+			// a datagram medium sized its buffers for the first
+			// publication's MTU
+			return nil, fail(cnc.ErrorCodeInvalidChannel, "%s: mtu %d is greater than the mtu %d the endpoint was opened with by %s", channel, mtu, e.mtu, e.channel)
+		}
+		return e, nil
+	}
+	c.awaitSendEndpointClosed(canonical)
+	med, _ := c.media.lookup(u.Media)
+	t, err := med.Open(u, bind, dest, c.transportParams(u, mtu), AffinitySender)
+	if err != nil {
+		return nil, fail(cnc.ErrorCodeInvalidChannel, "%s: %v", channel, err)
+	}
+	e := &sendEndpoint{canonical: canonical, channel: channel, media: u.Media, t: t, mtu: mtu,
+		statusID: -1, localAddrID: -1, numDestID: -1, pubs: map[uint64]*networkPublication{}}
+	e.recvFn = e.onControl
+	if mdc, manual := mdcMode(u); mdc {
+		e.mdc = &destinationTracker{manual: manual}
+	}
+	if err := e.allocateCounters(c, regID); err != nil {
+		e.free(c)
+		return nil, err
+	}
+	c.sendEndpoints[canonical] = e
+	snd := c.snd
+	c.senderProxy.offer(func() { snd.onAddEndpoint(e) })
+	e.status.Store(channelStatusActive)
+	return e, nil
+}
+
+// allocateCounters: snd-channel (label with the bound address, as the C
+// driver updates it), snd-local-sockaddr and, multi-destination-cast,
+// mdc-num-dest (aeron_send_channel_endpoint_create).
+func (e *sendEndpoint) allocateCounters(c *conductor, regID int64) error {
+	local := e.t.LocalAddr()
+	var err error
+	if e.statusID, err = allocateChannelStatus(c, cnc.TypeSendChannelStatus, "snd-channel", e.channel, local, regID); err != nil {
+		return err
+	}
+	e.status = c.counters.Value(e.statusID)
+	if e.localAddrID, err = allocateLocalSockaddr(c, "snd-local-sockaddr", e.statusID, local, regID); err != nil {
+		return err
+	}
+	if e.mdc != nil {
+		if e.numDestID, err = allocateChannelStatus(c, cnc.TypeMDCDestinations, "mdc-num-dest", e.channel, "", regID); err != nil {
+			return err
+		}
+		e.mdc.count = c.counters.Value(e.numDestID)
+	}
+	return nil
+}
+
+// allocateChannelStatus allocates a channel endpoint status counter
+// (aeron_channel_endpoint_status_allocate): its key is the channel's
+// length and bytes, its label "<name>: <channel>[ <local address>]".
+func allocateChannelStatus(c *conductor, typeID int32, name, channel, local string, regID int64) (int32, error) {
+	n := min(len(channel), cnc.MaxKeyLength-4)
+	key := append(c.keyBuf[:0], byte(n), byte(n>>8), byte(n>>16), byte(n>>24))
+	key = append(key, channel[:n]...)
+	label := name + ": " + channel
+	if local != "" {
+		label += " " + local
+	}
+	id, err := c.counters.Allocate(typeID, key, label)
+	if err != nil {
+		return -1, fail(cnc.ErrorCodeGenericError, "%v", err)
+	}
+	c.counters.SetRegistrationID(id, regID)
+	return id, nil
+}
+
+// allocateLocalSockaddr allocates a *-local-sockaddr counter
+// (aeron_counter_local_sockaddr_indicator_allocate): key channel status
+// id, length and address; label "<name>: <status id> <address>"; value
+// ACTIVE.
+func allocateLocalSockaddr(c *conductor, name string, statusID int32, local string, regID int64) (int32, error) {
+	n := min(len(local), cnc.MaxKeyLength-9)
+	key := append(c.keyBuf[:0], byte(statusID), byte(statusID>>8), byte(statusID>>16), byte(statusID>>24),
+		byte(n), byte(n>>8), byte(n>>16), byte(n>>24))
+	key = append(key, local[:n]...)
+	id, err := c.counters.Allocate(cnc.TypeLocalSockAddr, key, fmt.Sprintf("%s: %d %s", name, statusID, local))
+	if err != nil {
+		return -1, fail(cnc.ErrorCodeGenericError, "%v", err)
+	}
+	c.counters.SetRegistrationID(id, regID)
+	c.counters.Value(id).Store(channelStatusActive)
+	return id, nil
+}
+
+// release drops a publication's reference; the last one closes the
+// endpoint once the sender let go of it (aeron_send_channel_endpoint_decref).
+func (e *sendEndpoint) release(c *conductor) {
+	e.refCount--
+	if e.refCount > 0 {
+		return
+	}
+	if c.sendEndpoints[e.canonical] == e {
+		delete(c.sendEndpoints, e.canonical)
+	}
+	e.status.Store(channelStatusClosing)
+	c.closingSendEndpoints[e.canonical] = e
+	snd := c.snd
+	c.senderProxy.offer(func() { snd.onRemoveEndpoint(e) })
+	c.awaitRelease(&e.released, func() {
+		if c.closingSendEndpoints[e.canonical] == e {
+			delete(c.closingSendEndpoints, e.canonical)
+		}
+		e.free(c)
+	})
+}
+
+// free closes the transport and frees the counters.
+func (e *sendEndpoint) free(c *conductor) {
+	if e.t != nil {
+		_ = e.t.Close()
+		e.t = nil
+	}
+	for _, id := range []int32{e.statusID, e.localAddrID, e.numDestID} {
+		if id >= 0 {
+			_ = c.counters.Free(id)
+		}
+	}
+	e.statusID, e.localAddrID, e.numDestID = -1, -1, -1
+}
+
+// awaitSendEndpointClosed waits, briefly, for the sender to let go of an
+// endpoint of canonical that the conductor closed just before, so that a
+// new one can bind the same control address.
+func (c *conductor) awaitSendEndpointClosed(canonical string) {
+	e, ok := c.closingSendEndpoints[canonical]
+	if !ok {
+		return
+	}
+	for deadline := time.Now().Add(time.Second); !e.released.Load() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Microsecond)
+	}
+	c.freeReleased()
+}
+
+// onAddEndpoint: aeron_driver_sender_on_add_endpoint.
+func (s *sender) onAddEndpoint(e *sendEndpoint) {
+	e.s = s
+	s.endpoints = append(s.endpoints, e)
+}
+
+// onRemoveEndpoint: aeron_driver_sender_on_remove_endpoint; the conductor
+// closes the transport once released is set.
+func (s *sender) onRemoveEndpoint(e *sendEndpoint) {
+	for i, x := range s.endpoints {
+		if x == e {
+			s.endpoints = append(s.endpoints[:i], s.endpoints[i+1:]...)
+			break
+		}
+	}
+	e.released.Store(true)
+}
+
+// poll reads the control frames that arrived (the sender's poll of its
+// transports in aeron_driver_sender_do_work).
+func (e *sendEndpoint) poll() int {
+	n, _ := e.t.Recv(controlPollPerDuty, e.recvFn)
+	if e.mdc != nil {
+		e.mdc.checkTimeouts(e.s.nowNs)
+	}
+	return n
+}
+
+// onControl dispatches a frame from a receiver to the publication of its
+// session and stream (aeron_send_channel_endpoint_dispatch and its
+// on_status_message / on_nak / on_rttm). Malformed frames are dropped and
+// counted.
+func (e *sendEndpoint) onControl(_ Transport, buf []byte, from netip.AddrPort, _ int64) {
+	c := e.s
+	var fh protocol.FrameHeader
+	if err := fh.Decode(buf); err != nil || fh.Version != protocol.CurrentVersion || int(fh.FrameLength) > len(buf) {
+		c.sys[sysInvalidPackets].Add(1)
+		return
+	}
+	switch fh.Type {
+	case protocol.TypeStatusMessage:
+		var sm protocol.StatusMessage
+		if sm.Decode(buf) != nil {
+			c.sys[sysInvalidPackets].Add(1)
+			return
+		}
+		if e.mdc != nil {
+			// any status message registers (dynamic) or refreshes its
+			// sender as a destination, before the publication is looked
+			// up: the C receiver's periodic pending setup to the control
+			// address carries session 0 and stream 0
+			// (aeron_send_channel_endpoint_on_status_message)
+			e.mdc.onStatusMessage(from, c.nowNs)
+		}
+		if p := e.pubs[dispatchKey(sm.SessionID, sm.StreamID)]; p != nil {
+			c.sys[sysStatusMessagesReceived].Add(1)
+			p.onStatus(c, &sm)
+			return
+		}
+		if e.mdc != nil && !e.mdc.manual && sm.SessionID == 0 && sm.Flags&protocol.SMFlagSetup != 0 {
+			// ibgo's receivers ask for SETUP with session 0 and their
+			// stream until they have an image: every publication of the
+			// stream answers
+			counted := false
+			for _, p := range e.pubs {
+				if p.streamID == sm.StreamID {
+					if !counted {
+						c.sys[sysStatusMessagesReceived].Add(1)
+						counted = true
+					}
+					p.onStatus(c, &sm)
+				}
+			}
+		}
+	case protocol.TypeNak:
+		var nak protocol.Nak
+		if nak.Decode(buf) != nil {
+			c.sys[sysInvalidPackets].Add(1)
+			return
+		}
+		if p := e.pubs[dispatchKey(nak.SessionID, nak.StreamID)]; p != nil {
+			c.sys[sysNaksReceived].Add(1)
+			p.onNak(c, nak.TermID, nak.TermOffset, nak.Length)
+		}
+	case protocol.TypeRTTM:
+		var r protocol.RTTMeasurement
+		if r.Decode(buf) != nil {
+			c.sys[sysInvalidPackets].Add(1)
+			return
+		}
+		if p := e.pubs[dispatchKey(r.SessionID, r.StreamID)]; p != nil && r.Flags&protocol.RTTMFlagReply != 0 {
+			p.onRTTM(c, &r, from)
+		}
+	case protocol.TypeError, protocol.TypeResponseSetup:
+		// not acted on yet (response channels and image rejection)
+	default:
+		c.sys[sysInvalidPackets].Add(1)
+	}
+}
