@@ -84,6 +84,9 @@ type pubLink struct {
 
 type subLink struct {
 	regID      int64
+	// sparse= of the subscription (else AERON_TERM_BUFFER_SPARSE_FILE):
+	// the image logs it is the oldest subscription of
+	sparse bool
 	client     *clientSession
 	streamID   int32
 	channel    string
@@ -574,12 +577,15 @@ func (c *conductor) parseChannel(channel string) (*uri.ChannelURI, error) {
 		return nil, fail(cnc.ErrorCodeInvalidChannel, "invalid channel: %v", err)
 	}
 	if u.Media != uri.MediaIPC || u.Spy {
-		if _, err := c.media.lookup(u.Media); err != nil {
+		med, err := c.media.lookup(u.Media)
+		if err != nil {
 			return nil, fail(cnc.ErrorCodeInvalidChannel, "%s: %v", channel, err)
 		}
-		if err := checkNetworkChannel(u, channel); err != nil {
+		if err := checkNetworkChannel(u, channel, med); err != nil {
 			return nil, err
 		}
+	} else if err := checkKeys(u, channel, nil); err != nil {
+		return nil, err
 	}
 	return u, nil
 }

@@ -25,6 +25,13 @@ const (
 type ipcParams struct {
 	termLength, mtu int
 	linger          int64 // ns
+	// sparse= (AERON_TERM_BUFFER_SPARSE_FILE): the log's pages are not
+	// faulted in at creation; eos= (true): a network publication's
+	// heartbeats carry the EOS flag once drained; ssc=
+	// (AERON_SPIES_SIMULATE_CONNECTION); pubWnd: pub-wnd= (0: the
+	// driver's term window)
+	sparse, signalEOS, ssc bool
+	pubWnd                 int
 	// untethered-window-limit-timeout, untethered-linger-timeout (1.53;
 	// defaults to the window limit timeout as 1.48 behaves),
 	// untethered-resting-timeout, in ns
@@ -39,7 +46,17 @@ type ipcParams struct {
 }
 
 func parseIPCParams(u *uri.ChannelURI, cfg Config) (ipcParams, error) {
-	p := ipcParams{termLength: cfg.IPCTermBufferLength, mtu: cfg.IPCMTULength, linger: cfg.PublicationLingerTimeout.Nanoseconds()}
+	p := ipcParams{termLength: cfg.IPCTermBufferLength, mtu: cfg.IPCMTULength, linger: cfg.PublicationLingerTimeout.Nanoseconds(),
+		sparse: cfg.TermBufferSparseFile, signalEOS: true, ssc: cfg.SpiesSimulateConnection}
+	if v, ok := u.Bool(uri.KeySparse); ok {
+		p.sparse = v
+	}
+	if v, ok := u.Bool(uri.KeyEOS); ok {
+		p.signalEOS = v
+	}
+	if v, ok := u.Bool(uri.KeySpiesSimulateConnection); ok {
+		p.ssc = v
+	}
 	t := parseUntethered(u, cfg)
 	p.untetheredWindowLimit, p.untetheredLinger, p.untetheredResting = t.windowLimit, t.linger, t.resting
 	if v, ok := u.Size(uri.KeyTermLength); ok {
@@ -68,7 +85,34 @@ func parseIPCParams(u *uri.ChannelURI, cfg Config) (ipcParams, error) {
 	if p.mtu > p.termLength/8 {
 		return p, fail(cnc.ErrorCodeInvalidChannel, "mtu %d is greater than term-length/8 (%d)", p.mtu, p.termLength/8)
 	}
-	return p, nil
+	return p, p.parsePublicationWindow(u)
+}
+
+// parsePublicationWindow reads pub-wnd once the term length and MTU are
+// known (aeron_uri_get_publication_window_length_param, C's messages).
+func (p *ipcParams) parsePublicationWindow(u *uri.ChannelURI) error {
+	v, ok := u.Size(uri.KeyPublicationWindow)
+	if !ok {
+		p.pubWnd = 0
+		return nil
+	}
+	if v < int64(p.mtu) {
+		return fail(cnc.ErrorCodeInvalidChannel, "pub-wnd=%d cannot be less than the mtu=%d", v, p.mtu)
+	}
+	if v > int64(p.termLength>>1) {
+		return fail(cnc.ErrorCodeInvalidChannel, "pub-wnd=%d must not exceed half the term-length=%d", v, p.termLength)
+	}
+	p.pubWnd = int(v)
+	return nil
+}
+
+// termWindow is the publication's window: pub-wnd, else the driver's
+// (AERON_*PUBLICATION_TERM_WINDOW_LENGTH), at most half a term.
+func (p *ipcParams) termWindow(driverWindow int) int {
+	if p.pubWnd > 0 {
+		return p.pubWnd
+	}
+	return ipcTermWindow(driverWindow, p.termLength)
 }
 
 // ipcPublication is an IPC publication and, for every subscription that
@@ -187,14 +231,14 @@ const (
 )
 
 func newIPCPublication(c *conductor, cl *clientSession, regID int64, streamID int32, channel string, exclusive bool, params ipcParams) (*ipcPublication, error) {
-	log, path, err := c.createPublicationLog(regID, params.termLength)
+	log, path, err := c.createPublicationLog(regID, params.termLength, params.sparse)
 	if err != nil {
 		return nil, err
 	}
 	p := &ipcPublication{regID: regID, sessionID: params.sessionID, streamID: streamID, channel: channel, exclusive: exclusive,
 		params: params, log: log, logFile: path, logLength: int64(len(log.Bytes())), termLength: int64(params.termLength),
 		positionBitsToShift: logbuffer.PositionBitsToShift(int32(params.termLength)), initialTermID: rand.Int32(),
-		termWindow: int64(ipcTermWindow(c.cfg.IPCPublicationTermWindow, params.termLength)), pubLmtID: -1, pubPosID: -1}
+		termWindow: int64(params.termWindow(c.cfg.IPCPublicationTermWindow)), pubLmtID: -1, pubPosID: -1}
 	if params.hasPosition {
 		p.initialTermID = params.initialTermID
 	}
@@ -241,6 +285,9 @@ func checkSharedParams(existing ipcParams, initialTermID int32, params ipcParams
 	}
 	if params.mtuSet && params.mtu != existing.mtu {
 		return fail(cnc.ErrorCodeInvalidChannel, "existing publication has different 'mtu': existing=%d requested=%d", existing.mtu, params.mtu)
+	}
+	if params.ssc != existing.ssc {
+		return fail(cnc.ErrorCodeInvalidChannel, "existing publication has different spies simulate connection: requested=%t", params.ssc)
 	}
 	return nil
 }

@@ -140,7 +140,11 @@ func (c *conductor) onRcvDestination(e *receiveEndpoint, add bool, cmd cnc.Desti
 	if u.Media != uri.MediaUDP {
 		return fail(cnc.ErrorCodeInvalidChannel, "receive destination %s: only aeron:udp destinations are supported", cmd.Channel)
 	}
-	if err := checkNetworkChannel(u, cmd.Channel); err != nil {
+	med, err := c.media.lookup(u.Media)
+	if err != nil {
+		return fail(cnc.ErrorCodeInvalidChannel, "%v", err)
+	}
+	if err := checkNetworkChannel(u, cmd.Channel, med); err != nil {
 		return err
 	}
 	for _, d := range e.dests {
@@ -149,10 +153,6 @@ func (c *conductor) onRcvDestination(e *receiveEndpoint, add bool, cmd cnc.Desti
 		}
 	}
 	c.awaitDestinationClosed(e, bind)
-	med, err := c.media.lookup(u.Media)
-	if err != nil {
-		return fail(cnc.ErrorCodeInvalidChannel, "%v", err)
-	}
 	bufs := c.transportParams(u, c.cfg.MTULength)
 	if bufs.SocketRcvbuf == 0 {
 		bufs.SocketRcvbuf = e.soRcvbuf

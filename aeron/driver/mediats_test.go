@@ -29,10 +29,12 @@ func TestMediaTimestampOffset(t *testing.T) {
 	// aeron:udp gives no receive timestamps yet: refused there, not ignored
 	u, err := uri.Parse("aeron:udp?endpoint=10.0.0.1:4000|media-rcv-ts-offset=reserved")
 	require.NoError(t, err)
-	require.ErrorContains(t, checkNetworkChannel(u, "udp"), "'media-rcv-ts-offset' is not supported on aeron:udp")
+	require.ErrorContains(t, checkNetworkChannel(u, "udp", &fakeMedia{}), "'media-rcv-ts-offset' is not supported on aeron:udp")
 	u, err = uri.Parse("aeron:ib?endpoint=10.0.0.1:4000|media-rcv-ts-offset=reserved")
 	require.NoError(t, err)
-	require.NoError(t, checkNetworkChannel(u, "ib"))
+	require.NoError(t, checkNetworkChannel(u, "ib", &declaringMedia{keys: []string{uri.KeyIBQueuePair, uri.KeyMediaRcvTimestampOffset}}))
+	require.ErrorContains(t, checkNetworkChannel(u, "ib", &fakeMedia{}), "'media-rcv-ts-offset' is not supported",
+		"a medium that does not declare the key does not get it")
 
 	frame := make([]byte, protocol.DataHeaderLength+24)
 	h := protocol.DataHeader{FrameHeader: protocol.FrameHeader{FrameLength: int32(len(frame)), Type: protocol.TypeData, Flags: protocol.FlagsUnfragmented}}
@@ -54,3 +56,11 @@ func TestMediaTimestampOffset(t *testing.T) {
 	setTimestamp(hb, mediaTSReserved, 42)
 	require.Zero(t, binary.LittleEndian.Uint64(hb[24:]))
 }
+
+// declaringMedia is a medium that declares channel keys of its own.
+type declaringMedia struct {
+	fakeMedia
+	keys []string
+}
+
+func (m *declaringMedia) ChannelKeys() []string { return m.keys }

@@ -12,30 +12,10 @@ import (
 	"github.com/ibgo/ibgo/aeron/uri"
 )
 
-// udpSupportedKeys are the channel parameters the unicast UDP slice
-// honours; any other parameter is refused with INVALID_CHANNEL naming it,
-// never silently ignored.
-var udpSupportedKeys = map[string]bool{
-	uri.KeyEndpoint: true, uri.KeyMTU: true, uri.KeyTermLength: true, uri.KeyInitialTermID: true,
-	uri.KeyTermID: true, uri.KeyTermOffset: true, uri.KeySessionID: true, uri.KeyLinger: true,
-	uri.KeySocketSndbuf: true, uri.KeySocketRcvbuf: true, uri.KeyAlias: true,
-	uri.KeyInterface: true, uri.KeyTTL: true, uri.KeyFlowControl: true, uri.KeyGroupTag: true,
-	uri.KeyReliable: true, uri.KeyGroup: true, uri.KeyMaxResend: true, uri.KeyNakDelay: true,
-	uri.KeyControl: true, uri.KeyControlMode: true, uri.KeyReceiverWindow: true, uri.KeyCongestionControl: true,
-	uri.KeyTether: true, uri.KeyUntetheredWindowLimitTimeout: true, uri.KeyUntetheredLingerTimeout: true,
-	uri.KeyUntetheredRestingTimeout: true,
-}
-
-// ibOnlyKeys are honoured on aeron:ib alone: media-rcv-ts-offset needs a
-// medium that gives receive timestamps, and the udp binding gives none yet.
-var ibOnlyKeys = map[string]bool{uri.KeyIBQueuePair: true, uri.KeyMediaRcvTimestampOffset: true}
-
 // checkNetworkChannel refuses what the network slice does not do yet.
-func checkNetworkChannel(u *uri.ChannelURI, channel string) error {
-	for _, p := range u.Params {
-		if !udpSupportedKeys[p.Key] && (!ibOnlyKeys[p.Key] || u.Media != uri.MediaIB) {
-			return fail(cnc.ErrorCodeInvalidChannel, "%s: parameter '%s' is not supported on aeron:%s by this driver yet", channel, p.Key, u.Media)
-		}
+func checkNetworkChannel(u *uri.ChannelURI, channel string, med Media) error {
+	if err := checkKeys(u, channel, med); err != nil {
+		return err
 	}
 	if mode, _ := u.Get(uri.KeyControlMode); mode == uri.ControlModeResponse {
 		return fail(cnc.ErrorCodeInvalidChannel, "%s: control-mode=response is not supported by this driver yet", channel)
@@ -426,7 +406,8 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 	} else if err := e.checkReliable(u, c.cfg.Network, cmd.Channel); err != nil {
 		return err
 	}
-	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel, endpoint: key, tether: c.tether(u)}
+	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel, endpoint: key, tether: c.tether(u),
+		sparse: c.sparse(u)}
 	if v, ok := u.Int(uri.KeySessionID); ok {
 		s.sessionID, s.hasSession = int32(v), true
 	}

@@ -15,7 +15,7 @@ import (
 // an IPC or network publication, and faults its pages in unless the log is
 // sparse (the C driver does that for non-sparse logs, so that publishers do
 // not take the page faults).
-func (c *conductor) createPublicationLog(regID int64, termLength int) (*logbuffer.LogBuffer, string, error) {
+func (c *conductor) createPublicationLog(regID int64, termLength int, sparse bool) (*logbuffer.LogBuffer, string, error) {
 	path := filepath.Join(c.cfg.Dir, "publications", strconv.FormatInt(regID, 10)+".logbuffer")
 	if err := c.checkStorage(termLength); err != nil {
 		return nil, "", err
@@ -24,13 +24,20 @@ func (c *conductor) createPublicationLog(regID int64, termLength int) (*logbuffe
 	if err != nil {
 		return nil, "", fail(cnc.ErrorCodeStorageSpace, "cannot create log %s: %v", path, err)
 	}
-	if !c.cfg.TermBufferSparseFile {
-		b := log.Bytes()
-		for i := 0; i < len(b); i += c.cfg.FilePageSize {
-			b[i] = 0
-		}
+	if !sparse {
+		c.faultIn(log)
 	}
 	return log, path, nil
+}
+
+// faultIn touches every page of a log that is not sparse, so that
+// publishers (or the receiver) do not take the page faults
+// (aeron_map_raw_log with is_sparse false).
+func (c *conductor) faultIn(log *logbuffer.LogBuffer) {
+	b := log.Bytes()
+	for i := 0; i < len(b); i += c.cfg.FilePageSize {
+		b[i] = 0
+	}
 }
 
 // checkStorage refuses a new log the file system of the Aeron directory
@@ -70,10 +77,10 @@ func (c *conductor) initPublicationMetadata(m *logbuffer.Metadata, regID int64, 
 	m.SetLingerTimeoutNs(params.linger)
 	m.SetUntetheredWindowLimitTimeoutNs(params.untetheredWindowLimit)
 	m.SetUntetheredRestingTimeoutNs(params.untetheredResting)
-	m.SetSignalEOS(true)
+	m.SetSignalEOS(params.signalEOS)
 	m.SetTether(true)
-	m.SetSparse(c.cfg.TermBufferSparseFile)
-	m.SetSpiesSimulateConnection(c.cfg.SpiesSimulateConnection)
+	m.SetSparse(params.sparse)
+	m.SetSpiesSimulateConnection(params.ssc)
 	m.SetEndOfStreamPosition(math.MaxInt64)
 	m.StoreDefaultDataHeader(sessionID, streamID, initialTermID)
 	termID, termOffset := initialTermID, int32(0)

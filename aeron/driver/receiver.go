@@ -596,6 +596,19 @@ type publicationImage struct {
 	rttm            [protocol.RTTMHeaderLength]byte
 }
 
+// imageSparse: an image's log is sparse as the earliest subscription on
+// the endpoint that matches it says (sparse=, else the driver's
+// AERON_TERM_BUFFER_SPARSE_FILE), as aeron_driver_conductor_is_oldest_subscription_sparse.
+func (e *receiveEndpoint) imageSparse(c *conductor, streamID, sessionID int32) bool {
+	sparse, oldest := c.cfg.TermBufferSparseFile, int64(math.MaxInt64)
+	for _, s := range e.subs {
+		if s.streamID == streamID && (!s.hasSession || s.sessionID == sessionID) && s.regID < oldest {
+			sparse, oldest = s.sparse, s.regID
+		}
+	}
+	return sparse
+}
+
 func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, from netip.AddrPort) (*publicationImage, error) {
 	regID := c.rb.NextCorrelationID()
 	path := filepath.Join(c.cfg.Dir, "images", strconv.FormatInt(regID, 10)+".logbuffer")
@@ -605,6 +618,10 @@ func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, fr
 	log, err := logbuffer.Create(path, s.TermLength, int32(c.cfg.FilePageSize))
 	if err != nil {
 		return nil, fail(cnc.ErrorCodeStorageSpace, "cannot create log %s: %v", path, err)
+	}
+	sparse := e.imageSparse(c, s.StreamID, s.SessionID)
+	if !sparse {
+		c.faultIn(log)
 	}
 	im := &publicationImage{e: e, regID: regID, sessionID: s.SessionID, streamID: s.StreamID, source: from,
 		sourceIdentity: from.String(), log: log, logFile: path, logLength: int64(len(log.Bytes())),
@@ -625,6 +642,7 @@ func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, fr
 	m.SetCorrelationID(regID)
 	m.SetInitialTermID(s.InitialTermID)
 	m.SetMTULength(s.MTU)
+	m.SetSparse(sparse)
 	m.SetEndOfStreamPosition(math.MaxInt64)
 	m.StoreDefaultDataHeader(s.SessionID, s.StreamID, s.InitialTermID)
 	m.SetReceiverWindowLength(int32(im.window))

@@ -88,10 +88,15 @@ func TestSendBatchAndRegisteredLog(t *testing.T) {
 	require.Len(t, m.ts, 1)
 	tr := m.ts[0]
 	m.mu.Unlock()
-	tr.mu.Lock()
-	require.Equal(t, 64<<10/16, tr.maxInFlight)
-	require.GreaterOrEqual(t, tr.regLen, 3*64<<10, "the whole log is registered")
-	tr.mu.Unlock()
+	// the sender registers the log when it takes the publication
+	var regLen, maxInFlight int
+	for end := time.Now().Add(10 * time.Second); regLen == 0 && time.Now().Before(end); time.Sleep(time.Millisecond) {
+		tr.mu.Lock()
+		regLen, maxInFlight = tr.regLen, tr.maxInFlight
+		tr.mu.Unlock()
+	}
+	require.Equal(t, 64<<10/16, maxInFlight)
+	require.GreaterOrEqual(t, regLen, 3*64<<10, "the whole log is registered")
 
 	// connected with a zero receiver window: 30 messages of 1000 bytes
 	// (one 1056-byte frame per datagram) wait in the log, then a window

@@ -231,19 +231,16 @@ func (s *sender) onRemovePublication(p *networkPublication) {
 
 func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamID int32, channel string, exclusive bool,
 	params ipcParams, dest netip.AddrPort) (*networkPublication, error) {
-	log, path, err := c.createPublicationLog(regID, params.termLength)
+	log, path, err := c.createPublicationLog(regID, params.termLength, params.sparse)
 	if err != nil {
 		return nil, err
 	}
-	window := c.cfg.PublicationTermWindow
-	if window <= 0 || window > params.termLength/2 {
-		window = params.termLength / 2
-	}
+	window := params.termWindow(c.cfg.PublicationTermWindow)
 	p := &networkPublication{regID: regID, sessionID: params.sessionID, streamID: streamID, channel: channel, exclusive: exclusive,
 		params: params, dest: dest, log: log, logFile: path, logLength: int64(len(log.Bytes())), termLength: int64(params.termLength),
 		positionBitsToShift: logbuffer.PositionBitsToShift(int32(params.termLength)), initialTermID: rand.Int32(),
 		termWindow: int64(window), pubLmtID: -1, pubPosID: -1, sndPosID: -1, sndLmtID: -1, shouldSendSetup: true,
-		simulateConnection: c.cfg.SpiesSimulateConnection,
+		simulateConnection: params.ssc,
 		receivers:          map[int64]int64{}, connTimeoutNs: c.cfg.PublicationConnTimeout.Nanoseconds(),
 		sendBatch: make([][]byte, 0, maxDatagramsPerSendDuty),
 		fc:        &maxFlowControl{multiple: unicastFlowControlRetransmitMultiple}, rtx: newRetransmitHandler(false, 1),
@@ -507,7 +504,10 @@ func (p *networkPublication) sendHeartbeat(c *sender) {
 		TermOffset: logbuffer.ComputeTermOffsetFromPosition(p.senderPosition, p.positionBitsToShift),
 		SessionID:  p.sessionID, StreamID: p.streamID,
 		TermID: logbuffer.ComputeTermIDFromPosition(p.senderPosition, p.positionBitsToShift, p.initialTermID)}
-	if p.endOfStream.Load() {
+	if p.params.signalEOS && p.endOfStream.Load() {
+		// eos=false: the stream ends without telling receivers, whose
+		// images then end at the liveness timeout
+		// (aeron_network_publication_heartbeat_message_check)
 		h.Flags = protocol.FlagsHeartbeatEOS
 	}
 	n, _ := h.Encode(p.hb[:])

@@ -76,6 +76,12 @@ func New() *Media { return &Media{} }
 // Name is "ib".
 func (m *Media) Name() string { return string(uri.MediaIB) }
 
+// ChannelKeys implements driver.ChannelKeyDeclarer: the keys aeron:ib
+// reads beyond the driver's medium-independent ones.
+func (m *Media) ChannelKeys() []string {
+	return []string{uri.KeyIBQueuePair, uri.KeyMediaRcvTimestampOffset}
+}
+
 // ResolveTimeout bounds the SIDR exchange of a publication's Open.
 var ResolveTimeout = 5 * time.Second
 
