@@ -83,10 +83,10 @@ type pubLink struct {
 }
 
 type subLink struct {
-	regID      int64
+	regID int64
 	// sparse= of the subscription (else AERON_TERM_BUFFER_SPARSE_FILE):
 	// the image logs it is the oldest subscription of
-	sparse bool
+	sparse     bool
 	client     *clientSession
 	streamID   int32
 	channel    string

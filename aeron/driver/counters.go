@@ -26,8 +26,11 @@ const (
 	sysInvalidPackets          = 14
 	sysErrors                  = 15
 	sysShortSends              = 16
+	sysFailedLogFrees          = 17
+	sysSenderFlowControlLimits = 18
 	sysUnblockedPublications   = 19
 	sysUnblockedCommands       = 20
+	sysPossibleTTLAsymmetry    = 21
 	sysClientTimeouts          = 24
 	sysConductorMaxCycleTime   = 26
 	sysConductorCycleThreshold = 27

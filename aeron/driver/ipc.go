@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"sync/atomic"
 
@@ -510,9 +509,7 @@ func (p *ipcPublication) close(c *conductor) {
 	// The log goes before the counters, so that whoever sees the counters
 	// freed finds the file gone and the mapped bytes down too.
 	if p.log != nil {
-		c.sys[sysBytesMapped].Add(-p.logLength)
-		_ = p.log.Close()
-		_ = os.Remove(p.logFile)
+		c.freeLog(p.log, p.logFile, p.logLength)
 	}
 	for _, id := range []int32{p.pubLmtID, p.pubPosID} {
 		if id >= 0 {

@@ -3,8 +3,10 @@ package driver
 import (
 	"context"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibgo/ibgo/aeron/client"
+	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/logbuffer"
 	"github.com/ibgo/ibgo/aeron/protocol"
 )
@@ -120,4 +123,27 @@ func TestEOSFalseSendsNoEOS(t *testing.T) {
 			assert.Positive(t, flags[protocol.FlagsHeartbeat], "plain heartbeats: %v", flags)
 		}
 	}
+}
+
+// TestFailedLogFreeCounted: a log whose file cannot be deleted counts in
+// system counter 17 ("Failed attempts to free log buffers") and is
+// reported in the error log, where before the failure was dropped.
+func TestFailedLogFreeCounted(t *testing.T) {
+	cfg := udpTestConfig(t)
+	cfg.ThreadingMode = Invoker
+	d, err := Start(cfg, WithMedia(&fakeMedia{}))
+	require.NoError(t, err)
+	defer d.Close()
+	path := filepath.Join(t.TempDir(), "x.logbuffer")
+	log, err := logbuffer.Create(path, 64<<10, 4096)
+	require.NoError(t, err)
+	// a non-empty directory where the file was: the removal fails
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, os.MkdirAll(filepath.Join(path, "sub"), 0o755))
+	d.c.freeLog(log, path, 0)
+	require.EqualValues(t, 1, d.c.sys[sysFailedLogFrees].Load())
+	var texts []string
+	_, err = cnc.ReadErrorLog(d.cnc.ErrorLogBuffer(), 0, func(o cnc.Observation) { texts = append(texts, o.Text) })
+	require.NoError(t, err)
+	assert.Contains(t, strings.Join(texts, "\n"), "free log "+path)
 }

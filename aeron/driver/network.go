@@ -384,6 +384,10 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 		e.nakRetryNs = e.nakDelayNs * int64(c.cfg.Network.NakUnicastRetryRatio)
 		e.untethered = parseUntethered(u, c.cfg)
 		if bind.Addr().IsMulticast() {
+			e.multicast = true
+			if v, ok := u.Int(uri.KeyTTL); ok {
+				e.multicastTTL = int32(v)
+			}
 			// status messages and NAKs go to the control group
 			if e.control, err = multicastControl(bind); err != nil {
 				_ = t.Close()

@@ -1,8 +1,11 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 
@@ -37,6 +40,22 @@ func (c *conductor) faultIn(log *logbuffer.LogBuffer) {
 	b := log.Bytes()
 	for i := 0; i < len(b); i += c.cfg.FilePageSize {
 		b[i] = 0
+	}
+}
+
+// freeLog unmaps and deletes a log. A failure counts in system counter
+// 17 (failed attempts to free log buffers) and goes to the error log;
+// unlike C, which retries the free at the next timer, ibgo has let go of
+// the mapping either way, so a file left behind is reported once.
+func (c *conductor) freeLog(log *logbuffer.LogBuffer, path string, length int64) {
+	c.sys[sysBytesMapped].Add(-length)
+	err := log.Close()
+	if rmErr := os.Remove(path); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
+		err = errors.Join(err, rmErr)
+	}
+	if err != nil {
+		c.sys[sysFailedLogFrees].Add(1)
+		c.recordError(cnc.ErrorCodeGenericError, fmt.Sprintf("free log %s: %v", path, err))
 	}
 }
 

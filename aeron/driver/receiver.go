@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
@@ -54,7 +53,11 @@ type receiveEndpoint struct {
 	// multi-destination-cast); the receiver registers with the
 	// publication there until it has an image
 	explicitControl bool
-	receiverID      int64
+	// multicast: a multicast endpoint, with its channel's ttl= (0 when
+	// not given), against which a SETUP's ttl is checked
+	multicast    bool
+	multicastTTL int32
+	receiverID   int64
 	// the channel that created the endpoint, its receiver window
 	// (rcv-wnd or AERON_RCV_INITIAL_WINDOW_LENGTH) and socket buffer
 	// lengths (0: not set); fixed at creation
@@ -384,6 +387,11 @@ func (e *receiveEndpoint) onSetup(t Transport, s *protocol.Setup, from netip.Add
 	}
 	if len(e.creating) >= maxPendingSetupEndpoints {
 		clear(e.creating)
+	}
+	if e.multicast && e.multicastTTL < s.TTL {
+		// the publisher's ttl is larger than ours: our status messages and
+		// NAKs may not reach it (aeron_data_packet_dispatcher_on_setup)
+		r.sys[sysPossibleTTLAsymmetry].Add(1)
 	}
 	setup, c := *s, r.c
 	// Never wait on a full conductor queue (the conductor may be waiting
@@ -1069,9 +1077,7 @@ func (im *publicationImage) close(c *conductor) {
 	im.publishSubscribers()
 	free := func() {
 		if im.log != nil {
-			c.sys[sysBytesMapped].Add(-im.logLength)
-			_ = im.log.Close()
-			_ = os.Remove(im.logFile)
+			c.freeLog(im.log, im.logFile, im.logLength)
 		}
 		for _, id := range []int32{im.hwmID, im.rcvPosID} {
 			if id >= 0 {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"os"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -72,8 +71,8 @@ type networkPublication struct {
 	initialTermID       int32
 	termWindow          int64
 
-	pubLmtID, pubPosID, sndPosID, sndLmtID int32
-	pubLmt, pubPos, sndPos, sndLmt         *atomic.Int64
+	pubLmtID, pubPosID, sndPosID, sndLmtID, sndBPEID int32
+	pubLmt, pubPos, sndPos, sndLmt, sndBPE           *atomic.Int64
 
 	// conductor
 	handed        bool
@@ -106,12 +105,16 @@ type networkPublication struct {
 	released           atomic.Bool
 
 	// sender (senderPosition is published through snd-pos)
-	senderPosition  int64
-	senderLimit     int64
-	lastSendNs      int64 // the last data or heartbeat, never a SETUP
-	lastSetupNs     int64
-	shouldSendSetup bool
-	eosSent         bool
+	senderPosition int64
+	senderLimit    int64
+	// trackSenderLimits: the next time the sender finds the flow control
+	// limit in its way counts as a back-pressure event (snd-bpe and system
+	// counter 18), once until data goes again
+	trackSenderLimits bool
+	lastSendNs        int64 // the last data or heartbeat, never a SETUP
+	lastSetupNs       int64
+	shouldSendSetup   bool
+	eosSent           bool
 	// receivers: receiver id -> last status message (the C driver's
 	// receiver_liveness_tracker); a receiver leaves with an EOS SM or
 	// after connTimeoutNs without one
@@ -147,9 +150,9 @@ type sender struct {
 	// report records an error in the driver's error log (conductor's
 	// recordError, safe from any agent)
 	report func(code int, msg string)
-	sys   []*atomic.Int64
-	nowNs int64
-	cycle cycleTracker
+	sys    []*atomic.Int64
+	nowNs  int64
+	cycle  cycleTracker
 }
 
 // doWork is one sender duty cycle (aeron_driver_sender_do_work).
@@ -239,7 +242,7 @@ func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamI
 	p := &networkPublication{regID: regID, sessionID: params.sessionID, streamID: streamID, channel: channel, exclusive: exclusive,
 		params: params, dest: dest, log: log, logFile: path, logLength: int64(len(log.Bytes())), termLength: int64(params.termLength),
 		positionBitsToShift: logbuffer.PositionBitsToShift(int32(params.termLength)), initialTermID: rand.Int32(),
-		termWindow: int64(window), pubLmtID: -1, pubPosID: -1, sndPosID: -1, sndLmtID: -1, shouldSendSetup: true,
+		termWindow: int64(window), pubLmtID: -1, pubPosID: -1, sndPosID: -1, sndLmtID: -1, sndBPEID: -1, shouldSendSetup: true, trackSenderLimits: true,
 		simulateConnection: params.ssc,
 		receivers:          map[int64]int64{}, connTimeoutNs: c.cfg.PublicationConnTimeout.Nanoseconds(),
 		sendBatch: make([][]byte, 0, maxDatagramsPerSendDuty),
@@ -275,6 +278,7 @@ func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamI
 		{cnc.TypePublisherLimit, "pub-lmt", &p.pubLmtID},
 		{cnc.TypeSenderPosition, "snd-pos", &p.sndPosID},
 		{cnc.TypeSenderLimit, "snd-lmt", &p.sndLmtID},
+		{cnc.TypeSenderBPE, "snd-bpe", &p.sndBPEID},
 	} {
 		if err := alloc(a.typeID, a.name, a.dst); err != nil {
 			p.close(c)
@@ -283,7 +287,7 @@ func newNetworkPublication(c *conductor, cl *clientSession, regID int64, streamI
 	}
 	c.counters.SetOwnerID(p.pubLmtID, cl.id)
 	p.pubPos, p.pubLmt = c.counters.Value(p.pubPosID), c.counters.Value(p.pubLmtID)
-	p.sndPos, p.sndLmt = c.counters.Value(p.sndPosID), c.counters.Value(p.sndLmtID)
+	p.sndPos, p.sndLmt, p.sndBPE = c.counters.Value(p.sndPosID), c.counters.Value(p.sndLmtID), c.counters.Value(p.sndBPEID)
 	for _, v := range []*atomic.Int64{p.pubPos, p.pubLmt, p.sndPos, p.sndLmt} {
 		v.Store(start)
 	}
@@ -512,6 +516,7 @@ func (p *networkPublication) sendHeartbeat(c *sender) {
 	}
 	n, _ := h.Encode(p.hb[:])
 	p.sendOne(c, p.hb[:n])
+	c.sys[sysHeartbeatsSent].Add(1)
 	p.lastSendNs = c.nowNs
 }
 
@@ -546,20 +551,31 @@ func (p *networkPublication) sendTo(c *sender, dest netip.AddrPort, b []byte) {
 func (p *networkPublication) sendData(c *sender) int {
 	batch := p.sendBatch[:0]
 	pos := p.senderPosition
+	limited := false
 	for len(batch) < maxDatagramsPerSendDuty {
 		avail := p.senderLimit - pos
 		if avail <= 0 {
+			limited = len(batch) == 0
 			break
 		}
 		idx := logbuffer.IndexByPosition(pos, p.positionBitsToShift)
 		off := int32(pos & (p.termLength - 1))
 		n, pad := logbuffer.ScanForAvailability(p.log.Term(idx), off, int32(min(avail, int64(p.params.mtu))))
+		if n < 0 {
+			limited = true // the next frame does not fit the window
+		}
 		if n <= 0 {
 			break
 		}
 		p.sendAdvance[len(batch)] = int64(n + pad)
 		batch = append(batch, p.log.Term(idx)[off:off+n])
 		pos += int64(n + pad)
+	}
+	if limited && p.trackSenderLimits {
+		// back-pressured by flow control (aeron_network_publication_send_data)
+		p.sndBPE.Add(1)
+		c.sys[sysSenderFlowControlLimits].Add(1)
+		p.trackSenderLimits = false
 	}
 	if len(batch) == 0 {
 		return 0
@@ -580,6 +596,7 @@ func (p *networkPublication) sendData(c *sender) int {
 	if sent > 0 {
 		p.sndPos.Store(p.senderPosition)
 		p.lastSendNs = c.nowNs
+		p.trackSenderLimits = true
 	}
 	return sent
 }
@@ -695,11 +712,9 @@ func (p *networkPublication) close(c *conductor) {
 	}
 	free := func() {
 		if p.log != nil {
-			c.sys[sysBytesMapped].Add(-p.logLength)
-			_ = p.log.Close()
-			_ = os.Remove(p.logFile)
+			c.freeLog(p.log, p.logFile, p.logLength)
 		}
-		for _, id := range []int32{p.pubLmtID, p.pubPosID, p.sndPosID, p.sndLmtID} {
+		for _, id := range []int32{p.pubLmtID, p.pubPosID, p.sndPosID, p.sndLmtID, p.sndBPEID} {
 			if id >= 0 {
 				_ = c.counters.Free(id)
 			}

@@ -282,6 +282,22 @@ func TestSlowReceiverHoldsPublisher(t *testing.T) {
 		next++
 	}
 	waitFor(t, "every message held back", func() bool { p.sub.Poll(fh, 256); return next == sent })
+	// the sender met the flow control limit: a back-pressure event in
+	// the publication's snd-bpe and in system counter 18
+	require.Positive(t, streamCounter(t, p.pubDriver, cnc.TypeSenderBPE), "snd-bpe")
+	require.Positive(t, systemCounter(t, p.pubDriver, "Sender flow control limits"))
+	// an idle connected publication sends heartbeats (system counter 9)
+	waitFor(t, "heartbeats sent", func() bool { return systemCounter(t, p.pubDriver, "Heartbeats sent") > 0 })
+}
+
+// TestMulticastTTLAsymmetryCounted: a SETUP whose ttl is above the
+// subscription channel's (none given: 0) counts in system counter 21,
+// "Possible TTL Asymmetry", as the C receiver does; a matching ttl does
+// not.
+func TestMulticastTTLAsymmetryCounted(t *testing.T) {
+	_, _, sds, _ := multicastGroup(t, [2]string{"|ttl=4"}, [2]string{"", "|ttl=4"}, 0)
+	require.Positive(t, systemCounter(t, sds[0], "Possible TTL Asymmetry"), "subscription without ttl")
+	require.Zero(t, systemCounter(t, sds[1], "Possible TTL Asymmetry"), "subscription with the publisher's ttl")
 }
 
 // multicastChannel is a fresh group and port on loopback.
