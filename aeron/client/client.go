@@ -425,6 +425,13 @@ func (c *Client) handleResponse(typeID int32, msg []byte) {
 		if p, ok := c.pending[e.OffendingCorrelationID]; ok {
 			delete(c.pending, e.OffendingCorrelationID)
 			p.ch <- result{err: &DriverError{Code: ErrorCode(e.Code), Message: e.Message, CorrelationID: e.OffendingCorrelationID}}
+		} else if e.Code == cnc.ErrorCodeChannelEndpointError {
+			// a channel endpoint failed after its resources were ready:
+			// the offending id is its status counter's (the
+			// ChannelStatusID of the publications and subscriptions on
+			// it, whose ChannelStatus now reads ChannelStatusErrored), as
+			// Java's ChannelEndpointException
+			c.asyncError(&DriverError{Code: ErrorCode(e.Code), Message: e.Message, CorrelationID: e.OffendingCorrelationID})
 		}
 	case cnc.RspOnPublicationReady, cnc.RspOnExclusivePublicationReady:
 		r, err := cnc.DecodePublicationReady(typeID, msg)

@@ -39,6 +39,8 @@ type conductor struct {
 	// transport the sender has not let go of yet
 	sendEndpoints        map[string]*sendEndpoint
 	closingSendEndpoints map[string]*sendEndpoint
+	// opens runs media Opens that may wait on the fabric off the conductor
+	opens backgroundOpens
 	pubLinks             map[int64]*pubLink
 	subs                 map[int64]*subLink
 	counterLinks         map[int64]*counterLink
@@ -184,6 +186,7 @@ func (c *conductor) doWork() int {
 		c.lastHbMs = c.nowMs
 	}
 	work := c.fromReceiver.drain()
+	work += c.opens.drain()
 	n, err := c.rb.Read(c.handler, 10)
 	work += n
 	if err != nil {
@@ -266,6 +269,7 @@ func (c *conductor) shutdown() {
 	}
 	for c.fromReceiver.drain() > 0 {
 	}
+	c.opens.close()
 	c.reportInFlightAtShutdown()
 	for _, p := range c.pubs {
 		p.close(c)

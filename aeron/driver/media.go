@@ -117,6 +117,22 @@ type ErrorReporter interface {
 	SetErrorHandler(report func(err error))
 }
 
+// BackgroundOpener is implemented by a Media whose Open may wait on the
+// fabric: address and route resolution, a connection, a multicast join
+// (aeron:ib). The driver then never calls Open for a publication's send
+// endpoint on its conductor: CheckOpen validates the channel there and
+// returns at once (its error answers the client's command, as an Open
+// error would), and Open runs on a goroutine of its own while the
+// endpoint's snd-channel counter says INITIALIZING; the endpoint becomes
+// ACTIVE, its publications going to the sender, or ERRORED, the error
+// going to the error log and to clients as CHANNEL_ENDPOINT_ERROR. The
+// conductor meanwhile keeps serving commands, limits, status messages and
+// its heartbeat for everything else. CheckOpen is called on the
+// conductor, Open concurrently with the medium's other calls.
+type BackgroundOpener interface {
+	CheckOpen(channel *uri.ChannelURI, bind, connect netip.AddrPort, params TransportParams, affinity Affinity) error
+}
+
 // mediaRegistry holds the network media the driver was started with.
 type mediaRegistry map[uri.Media]Media
 

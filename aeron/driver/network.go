@@ -218,9 +218,13 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 		pub.rcvWindow = min(int64(params.termLength)/2, int64(c.cfg.InitialWindowLength))
 		c.netPubs = append(c.netPubs, pub)
 		pub.media = u.Media
-		pub.handed = true
-		snd := c.snd
-		c.senderProxy.offer(func() { snd.onAddPublication(pub) })
+		if ep.handed {
+			pub.handToSender(c)
+		} else {
+			// the endpoint opens in the background: the sender gets the
+			// publication with it (sendEndpoint.activate)
+			ep.waiting = append(ep.waiting, pub)
+		}
 		defer func() {
 			for _, s := range c.subs {
 				if s.spies(pub) {
@@ -228,7 +232,11 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 				}
 			}
 		}()
-		fmt.Fprintf(c.log, "publication %d: session %d stream %d %s from %s\n", pub.regID, pub.sessionID, pub.streamID, dest, ep.t.LocalAddr())
+		from := "(opening)"
+		if ep.t != nil {
+			from = ep.t.LocalAddr()
+		}
+		fmt.Fprintf(c.log, "publication %d: session %d stream %d %s from %s\n", pub.regID, pub.sessionID, pub.streamID, dest, from)
 	}
 	pub.refCount++
 	c.pubLinks[cmd.CorrelationID] = &pubLink{regID: cmd.CorrelationID, client: cl, net: pub}

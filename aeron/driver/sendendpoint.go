@@ -36,11 +36,19 @@ type sendEndpoint struct {
 	channel   string // the channel of the publication that opened it (C's original uri)
 	media     uri.Media
 	t         Transport
-	mtu       int // the MTU the transport was opened for
+	mtu       int   // the MTU the transport was opened for
+	regID     int64 // the registration id of the publication that opened it
 	refCount  int // conductor: publications on it
 
 	statusID, localAddrID, numDestID int32
 	status                           *atomic.Int64
+
+	// conductor: the endpoint's transport is being opened in the
+	// background (BackgroundOpener) while opening; waiting holds the
+	// publications to hand to the sender once it is open; handed says the
+	// sender has the endpoint; failed says the open failed (ERRORED)
+	opening, handed, failed bool
+	waiting                 []*networkPublication
 
 	// mdc lists the destinations of a multi-destination-cast endpoint
 	// (nil otherwise); manual is fixed at creation, dests are the sender's
@@ -71,39 +79,109 @@ func (c *conductor) sendEndpointFor(u *uri.ChannelURI, channel, canonical string
 	}
 	c.awaitSendEndpointClosed(canonical)
 	med, _ := c.media.lookup(u.Media)
-	t, err := med.Open(u, bind, dest, c.transportParams(u, mtu), AffinitySender)
-	if err != nil {
-		return nil, fail(cnc.ErrorCodeInvalidChannel, "%s: %v", channel, err)
-	}
-	e := &sendEndpoint{canonical: canonical, channel: channel, media: u.Media, t: t, mtu: mtu,
+	params := c.transportParams(u, mtu)
+	e := &sendEndpoint{canonical: canonical, channel: channel, media: u.Media, mtu: mtu, regID: regID,
 		statusID: -1, localAddrID: -1, numDestID: -1, pubs: map[uint64]*networkPublication{}}
 	e.recvFn = e.onControl
 	if mdc, manual := mdcMode(u); mdc {
 		e.mdc = &destinationTracker{manual: manual}
 	}
+	if bo, ok := med.(BackgroundOpener); ok {
+		if err := bo.CheckOpen(u, bind, dest, params, AffinitySender); err != nil {
+			return nil, fail(cnc.ErrorCodeInvalidChannel, "%s: %v", channel, err)
+		}
+		if err := e.allocateCounters(c, regID); err != nil {
+			e.free(c)
+			return nil, err
+		}
+		e.opening = true
+		c.sendEndpoints[canonical] = e
+		c.opens.start(func() (Transport, error) { return med.Open(u, bind, dest, params, AffinitySender) }, func(t Transport, err error) {
+			c.onSendEndpointOpened(e, t, err)
+		})
+		return e, nil
+	}
+	t, err := med.Open(u, bind, dest, params, AffinitySender)
+	if err != nil {
+		return nil, fail(cnc.ErrorCodeInvalidChannel, "%s: %v", channel, err)
+	}
+	e.t = t
 	if err := e.allocateCounters(c, regID); err != nil {
 		e.free(c)
 		return nil, err
 	}
 	c.sendEndpoints[canonical] = e
+	e.activate(c)
+	return e, nil
+}
+
+// activate hands the open endpoint to the sender, then the publications
+// that waited for it, and says ACTIVE.
+func (e *sendEndpoint) activate(c *conductor) {
+	e.handed = true
 	snd := c.snd
 	c.senderProxy.offer(func() { snd.onAddEndpoint(e) })
+	for _, p := range e.waiting {
+		if p.state != pubDone {
+			p.handToSender(c)
+		}
+	}
+	e.waiting = nil
 	e.status.Store(channelStatusActive)
-	return e, nil
+}
+
+// onSendEndpointOpened is the conductor's end of a background open.
+func (c *conductor) onSendEndpointOpened(e *sendEndpoint, t Transport, err error) {
+	e.opening = false
+	if e.refCount <= 0 {
+		// every publication went while it opened
+		if t != nil {
+			_ = t.Close()
+		}
+		e.free(c)
+		return
+	}
+	if err != nil {
+		e.failed = true
+		e.status.Store(channelStatusErrored)
+		if c.sendEndpoints[e.canonical] == e {
+			delete(c.sendEndpoints, e.canonical) // the next publication tries again
+		}
+		msg := fmt.Sprintf("%s: %v", e.channel, err)
+		c.recordError(cnc.ErrorCodeChannelEndpointError, msg)
+		// C's channel endpoint error: the offending id is the status
+		// counter's, which clients match to their publications
+		c.transmit(cnc.RspOnError, cnc.AppendErrorResponse(c.buf[:0], cnc.ErrorResponse{OffendingCorrelationID: int64(e.statusID),
+			Code: cnc.ErrorCodeChannelEndpointError, Message: msg}))
+		return
+	}
+	e.t = t
+	local := t.LocalAddr()
+	c.counters.UpdateLabel(e.statusID, "snd-channel: "+e.channel+" "+local)
+	if id, err := allocateLocalSockaddr(c, "snd-local-sockaddr", e.statusID, local, e.regID); err == nil {
+		e.localAddrID = id
+	}
+	fmt.Fprintf(c.log, "send endpoint %s: open from %s\n", e.channel, local)
+	e.activate(c)
 }
 
 // allocateCounters: snd-channel (label with the bound address, as the C
 // driver updates it), snd-local-sockaddr and, multi-destination-cast,
 // mdc-num-dest (aeron_send_channel_endpoint_create).
 func (e *sendEndpoint) allocateCounters(c *conductor, regID int64) error {
-	local := e.t.LocalAddr()
+	local := ""
+	if e.t != nil {
+		local = e.t.LocalAddr()
+	}
 	var err error
 	if e.statusID, err = allocateChannelStatus(c, cnc.TypeSendChannelStatus, "snd-channel", e.channel, local, regID); err != nil {
 		return err
 	}
 	e.status = c.counters.Value(e.statusID)
-	if e.localAddrID, err = allocateLocalSockaddr(c, "snd-local-sockaddr", e.statusID, local, regID); err != nil {
-		return err
+	if e.t != nil {
+		if e.localAddrID, err = allocateLocalSockaddr(c, "snd-local-sockaddr", e.statusID, local, regID); err != nil {
+			return err
+		}
 	}
 	if e.mdc != nil {
 		if e.numDestID, err = allocateChannelStatus(c, cnc.TypeMDCDestinations, "mdc-num-dest", e.channel, "", regID); err != nil {
@@ -162,6 +240,14 @@ func (e *sendEndpoint) release(c *conductor) {
 		delete(c.sendEndpoints, e.canonical)
 	}
 	e.status.Store(channelStatusClosing)
+	if !e.handed {
+		// never open: still opening (onSendEndpointOpened closes what
+		// the open gives), or failed
+		if !e.opening {
+			e.free(c)
+		}
+		return
+	}
 	c.closingSendEndpoints[e.canonical] = e
 	snd := c.snd
 	c.senderProxy.offer(func() { snd.onRemoveEndpoint(e) })

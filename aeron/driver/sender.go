@@ -180,6 +180,14 @@ func (s *sender) onAddPublication(p *networkPublication) {
 	}
 }
 
+// handToSender gives the publication to the sender agent (its endpoint
+// is the sender's already).
+func (p *networkPublication) handToSender(c *conductor) {
+	p.handed = true
+	snd := c.snd
+	c.senderProxy.offer(func() { snd.onAddPublication(p) })
+}
+
 // registerLog registers the publication's log with the transport's device
 // so that frames go out straight from the term buffers (MemoryRegistrar).
 //

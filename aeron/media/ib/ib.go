@@ -136,6 +136,9 @@ func CheckMTU(mtu, activeMTU int) error {
 // subscription's endpoint) or, for a sender (connect valid), one that
 // resolved connect's QP by SIDR.
 func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.TransportParams, aff driver.Affinity) (driver.Transport, error) {
+	if err := m.CheckOpen(ch, bind, connect, p, aff); err != nil {
+		return nil, err
+	}
 	if bind.Addr().IsMulticast() || connect.Addr().IsMulticast() {
 		return m.openMulticast(ch, bind, connect, p, aff) // multicast.go
 	}
@@ -174,17 +177,32 @@ func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.
 		t.startDialLoop()
 		return t, nil
 	}
-	if !bind.Addr().IsValid() || bind.Addr().IsUnspecified() {
-		// a control-mode=manual publication without control=, or a
-		// wildcard endpoint: no IP, so no device for the QP
-		return nil, fmt.Errorf("ib: bind %s: aeron:ib needs a specific local IP (it chooses the device the queue pair lives on): name one in endpoint= (a subscription) or control= (a multi-destination-cast publication)", bind)
-	}
 	t.kind, t.bind = kindListen, bind
 	if err := t.listen(); err != nil {
 		t.Close()
 		return nil, err
 	}
 	return t, nil
+}
+
+// CheckOpen implements driver.BackgroundOpener: what Open would refuse
+// before it touches the fabric, checked at once on the driver's
+// conductor, which then runs a publication's Open (SIDR resolution, an RC
+// connection, multicast joins: seconds when the peer does not answer) in
+// the background.
+func (m *Media) CheckOpen(ch *uri.ChannelURI, bind, connect netip.AddrPort, _ driver.TransportParams, _ driver.Affinity) error {
+	if bind.Addr().IsMulticast() || connect.Addr().IsMulticast() {
+		return checkMulticast(ch, bind, connect)
+	}
+	if qp, _ := ch.Get(uri.KeyIBQueuePair); qp == uri.IBQueuePairRC {
+		return nil
+	}
+	if !connect.IsValid() && (!bind.Addr().IsValid() || bind.Addr().IsUnspecified()) {
+		// a control-mode=manual publication without control=, or a
+		// wildcard endpoint: no IP, so no device for the QP
+		return fmt.Errorf("ib: bind %s: aeron:ib needs a specific local IP (it chooses the device the queue pair lives on): name one in endpoint= (a subscription) or control= (a multi-destination-cast publication)", bind)
+	}
+	return nil
 }
 
 // listen makes a subscription's endpoint: a UD QP listening for SIDR on

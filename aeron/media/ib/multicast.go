@@ -47,12 +47,6 @@ var errMulticastRC = errors.New("ib: multicast needs ib-qp=ud: a reliable connec
 // bind's group as a full member and the group it sends to (connect for a
 // publication, the control group for a subscription) as a send-only one.
 func (m *Media) openMulticast(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.TransportParams, aff driver.Affinity) (driver.Transport, error) {
-	if qp, _ := ch.Get(uri.KeyIBQueuePair); qp == uri.IBQueuePairRC {
-		return nil, errMulticastRC
-	}
-	if !bind.Addr().IsMulticast() {
-		return nil, fmt.Errorf("ib: multicast destination %s needs a multicast control address to bind, not %s", connect, bind)
-	}
 	to := connect
 	if !connect.IsValid() {
 		c, err := controlGroup(bind)
@@ -77,6 +71,23 @@ func (m *Media) openMulticast(ch *uri.ChannelURI, bind, connect netip.AddrPort, 
 		return nil, err
 	}
 	return t, nil
+}
+
+// checkMulticast is what openMulticast refuses before it joins.
+func checkMulticast(ch *uri.ChannelURI, bind, connect netip.AddrPort) error {
+	if qp, _ := ch.Get(uri.KeyIBQueuePair); qp == uri.IBQueuePairRC {
+		return errMulticastRC
+	}
+	if !bind.Addr().IsMulticast() {
+		return fmt.Errorf("ib: multicast destination %s needs a multicast control address to bind, not %s", connect, bind)
+	}
+	if !connect.IsValid() {
+		if _, err := controlGroup(bind); err != nil {
+			return err
+		}
+	}
+	_, err := multicastInterface(ch, bind.Addr())
+	return err
 }
 
 // groupArgs are what joinGroups needs again to rebuild a multicast

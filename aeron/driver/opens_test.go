@@ -1,0 +1,150 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/aeron/client"
+	"github.com/ibgo/ibgo/aeron/cnc"
+	"github.com/ibgo/ibgo/aeron/logbuffer"
+	"github.com/ibgo/ibgo/aeron/uri"
+)
+
+// slowMedia is a BackgroundOpener whose Opens wait for the test: each
+// Open blocks until a result is sent on its gate.
+type slowMedia struct {
+	fakeMedia
+	mu     sync.Mutex
+	gates  []chan error
+	opened chan struct{}
+}
+
+func (m *slowMedia) CheckOpen(_ *uri.ChannelURI, bind, connect netip.AddrPort, _ TransportParams, _ Affinity) error {
+	if connect.Port() == 9 {
+		return errors.New("port 9 is refused at once")
+	}
+	return nil
+}
+
+func (m *slowMedia) Open(u *uri.ChannelURI, bind, connect netip.AddrPort, p TransportParams, a Affinity) (Transport, error) {
+	gate := make(chan error)
+	m.mu.Lock()
+	m.gates = append(m.gates, gate)
+	m.mu.Unlock()
+	m.opened <- struct{}{}
+	if err := <-gate; err != nil {
+		return nil, err
+	}
+	return m.fakeMedia.Open(u, bind, connect, p, a)
+}
+
+func (m *slowMedia) gate(i int) chan error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gates[i]
+}
+
+// TestSendEndpointOpensInBackground (issue 29): a medium whose Open waits
+// on the fabric never holds up the conductor: the publication is ready at
+// once with its endpoint INITIALIZING; meanwhile an IPC stream flows and
+// the driver heartbeat moves; the endpoint becomes ACTIVE (its
+// publications go to the sender) or ERRORED (error log, and
+// CHANNEL_ENDPOINT_ERROR to clients naming its status counter), and the
+// next publication tries again; publications closed while it opens leave
+// nothing behind.
+func TestSendEndpointOpensInBackground(t *testing.T) {
+	m := &slowMedia{opened: make(chan struct{}, 8)}
+	cfg := udpTestConfig(t)
+	cfg.PublicationLingerTimeout = 10 * time.Millisecond
+	d, err := Start(cfg, WithMedia(m))
+	require.NoError(t, err)
+	defer d.Close()
+	asyncErrs := make(chan error, 8)
+	cl, err := client.Connect(context.Background(), client.Options{Dir: d.Dir(), OnError: func(err error) { asyncErrs <- err }})
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx := context.Background()
+
+	_, err = cl.AddPublication(ctx, "aeron:udp?endpoint=10.0.0.2:9", 1)
+	require.ErrorContains(t, err, "port 9 is refused at once", "CheckOpen's refusal answers the command")
+
+	start := time.Now()
+	pub, err := cl.AddPublication(ctx, "aeron:udp?endpoint=10.0.0.2:4000", 1)
+	require.NoError(t, err)
+	<-m.opened
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.EqualValues(t, client.ChannelStatusInitializing, pub.ChannelStatus())
+	assert.False(t, pub.IsConnected())
+
+	// the conductor is free: an IPC stream flows, the heartbeat moves
+	f, err := cnc.OpenFile(cnc.Path(d.Dir()), false)
+	require.NoError(t, err)
+	defer f.Close()
+	hb := f.DriverHeartbeat()
+	ipub, err := cl.AddPublication(ctx, "aeron:ipc", 2)
+	require.NoError(t, err)
+	isub, err := cl.AddSubscription(ctx, "aeron:ipc", 2)
+	require.NoError(t, err)
+	msg, got := make([]byte, 64), 0
+	end := time.Now().Add(30 * time.Second)
+	for sent := 0; got < 10000; {
+		require.True(t, time.Now().Before(end), "IPC stream: %d of 10000", got)
+		if sent < 10000 && ipub.Offer(msg) > 0 {
+			sent++
+		}
+		isub.Poll(func([]byte, *logbuffer.Header) { got++ }, 100)
+	}
+	require.Eventually(t, func() bool { return f.DriverHeartbeat() > hb }, 5*time.Second, time.Millisecond, "the driver heartbeat moves")
+
+	// the open completes: ACTIVE, the local address known, and the
+	// publication with the sender (it sends SETUP)
+	m.gate(0) <- nil
+	require.Eventually(t, func() bool { return pub.ChannelStatus() == client.ChannelStatusActive }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool {
+		tr := m.transport(netip.MustParseAddrPort("0.0.0.0:0"))
+		return tr != nil && len(tr.sent()) > 0
+	}, 10*time.Second, time.Millisecond, "the publication sends once its endpoint is open")
+
+	// a failed open: ERRORED, reported to clients by status counter id
+	bad, err := cl.AddPublication(ctx, "aeron:udp?endpoint=10.0.0.3:4000", 1)
+	require.NoError(t, err)
+	<-m.opened
+	m.gate(1) <- errors.New("no route to 10.0.0.3")
+	require.Eventually(t, func() bool { return bad.ChannelStatus() == client.ChannelStatusErrored }, 10*time.Second, time.Millisecond)
+	select {
+	case err := <-asyncErrs:
+		var de *client.DriverError
+		require.ErrorAs(t, err, &de)
+		assert.Equal(t, client.ChannelEndpointError, de.Code)
+		assert.EqualValues(t, bad.ChannelStatusID(), de.CorrelationID)
+		assert.Contains(t, de.Message, "no route to 10.0.0.3")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no CHANNEL_ENDPOINT_ERROR")
+	}
+	// the next publication on the channel opens a new endpoint
+	again, err := cl.AddExclusivePublication(ctx, "aeron:udp?endpoint=10.0.0.3:4000", 1)
+	require.NoError(t, err)
+	<-m.opened
+	assert.NotEqual(t, bad.ChannelStatusID(), again.ChannelStatusID())
+	require.NoError(t, again.Close())
+	require.NoError(t, bad.Close())
+	// closed while opening (drained and lingered 10 ms): the transport
+	// the open gives is closed
+	time.Sleep(300 * time.Millisecond)
+	m.gate(2) <- nil
+	require.Eventually(t, func() bool {
+		m.fakeMedia.mu.Lock()
+		defer m.fakeMedia.mu.Unlock()
+		last := m.fakeMedia.transports[len(m.fakeMedia.transports)-1]
+		last.mu.Lock()
+		defer last.mu.Unlock()
+		return last.closed
+	}, 10*time.Second, time.Millisecond, "the late transport closed")
+}
