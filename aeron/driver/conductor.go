@@ -40,12 +40,12 @@ type conductor struct {
 	sendEndpoints        map[string]*sendEndpoint
 	closingSendEndpoints map[string]*sendEndpoint
 	// opens runs media Opens that may wait on the fabric off the conductor
-	opens backgroundOpens
-	pubLinks             map[int64]*pubLink
-	subs                 map[int64]*subLink
-	counterLinks         map[int64]*counterLink
-	staticCounters       map[[2]int64]int32
-	nextSession          int32
+	opens          backgroundOpens
+	pubLinks       map[int64]*pubLink
+	subs           map[int64]*subLink
+	counterLinks   map[int64]*counterLink
+	staticCounters map[[2]int64]int32
+	nextSession    int32
 
 	// the other agents and the queues to them (the C driver's proxies);
 	// fromReceiver carries the receiver's requests to the conductor

@@ -38,7 +38,7 @@ type sendEndpoint struct {
 	t         Transport
 	mtu       int   // the MTU the transport was opened for
 	regID     int64 // the registration id of the publication that opened it
-	refCount  int // conductor: publications on it
+	refCount  int   // conductor: publications on it
 
 	statusID, localAddrID, numDestID int32
 	status                           *atomic.Int64
