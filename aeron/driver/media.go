@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 
@@ -131,6 +132,9 @@ type ErrorReporter interface {
 // conductor, Open concurrently with the medium's other calls.
 type BackgroundOpener interface {
 	CheckOpen(channel *uri.ChannelURI, bind, connect netip.AddrPort, params TransportParams, affinity Affinity) error
+	// OpenContext is Open, ending its waits early when ctx ends (the
+	// driver shutting down).
+	OpenContext(ctx context.Context, channel *uri.ChannelURI, bind, connect netip.AddrPort, params TransportParams, affinity Affinity) (Transport, error)
 }
 
 // mediaRegistry holds the network media the driver was started with.

@@ -1,6 +1,9 @@
 package driver
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // backgroundOpens runs the Opens of media that may wait on the fabric
 // (BackgroundOpener) on goroutines of their own and hands each result to
@@ -10,16 +13,24 @@ import "sync"
 // driver is gone. start and drain are the conductor's; the goroutines
 // touch only the queue, under mu.
 type backgroundOpens struct {
-	mu     sync.Mutex
-	done   []func()
-	closed bool
+	mu      sync.Mutex
+	done    []func()
+	closed  bool
+	ctx     context.Context
+	cancel  context.CancelFunc
+	running sync.WaitGroup
 }
 
-// start runs open on a goroutine; its result goes to apply on the
-// conductor.
-func (b *backgroundOpens) start(open func() (Transport, error), apply func(Transport, error)) {
+// start runs open on a goroutine with a context that ends at close; its
+// result goes to apply on the conductor.
+func (b *backgroundOpens) start(open func(context.Context) (Transport, error), apply func(Transport, error)) {
+	if b.ctx == nil {
+		b.ctx, b.cancel = context.WithCancel(context.Background())
+	}
+	b.running.Add(1)
 	go func() {
-		t, err := open()
+		defer b.running.Done()
+		t, err := open(b.ctx)
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if b.closed {
@@ -45,11 +56,16 @@ func (b *backgroundOpens) drain() int {
 }
 
 // close stops taking results: those that arrived are applied (they may
-// hold transports to release), later ones close their transport.
+// hold transports to release), the opens still running are told to stop
+// and waited for, and what they give is closed.
 func (b *backgroundOpens) close() int {
 	n := b.drain()
 	b.mu.Lock()
 	b.closed = true
 	b.mu.Unlock()
+	if b.cancel != nil {
+		b.cancel()
+	}
+	b.running.Wait()
 	return n + b.drain()
 }

@@ -33,14 +33,19 @@ func (m *slowMedia) CheckOpen(_ *uri.ChannelURI, bind, connect netip.AddrPort, _
 	return nil
 }
 
-func (m *slowMedia) Open(u *uri.ChannelURI, bind, connect netip.AddrPort, p TransportParams, a Affinity) (Transport, error) {
+func (m *slowMedia) OpenContext(ctx context.Context, u *uri.ChannelURI, bind, connect netip.AddrPort, p TransportParams, a Affinity) (Transport, error) {
 	gate := make(chan error)
 	m.mu.Lock()
 	m.gates = append(m.gates, gate)
 	m.mu.Unlock()
 	m.opened <- struct{}{}
-	if err := <-gate; err != nil {
-		return nil, err
+	select {
+	case err := <-gate:
+		if err != nil {
+			return nil, err
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 	return m.fakeMedia.Open(u, bind, connect, p, a)
 }
@@ -147,4 +152,17 @@ func TestSendEndpointOpensInBackground(t *testing.T) {
 		defer last.mu.Unlock()
 		return last.closed
 	}, 10*time.Second, time.Millisecond, "the late transport closed")
+
+	// the driver closes while an open waits on the fabric: the open is
+	// told to stop, and Close does not wait for the fabric
+	_, err = cl.AddPublication(ctx, "aeron:udp?endpoint=10.0.0.4:4000", 1)
+	require.NoError(t, err)
+	<-m.opened
+	closed := make(chan struct{})
+	go func() { d.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waits for an open that never ends")
+	}
 }

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"sync/atomic"
@@ -96,7 +97,9 @@ func (c *conductor) sendEndpointFor(u *uri.ChannelURI, channel, canonical string
 		}
 		e.opening = true
 		c.sendEndpoints[canonical] = e
-		c.opens.start(func() (Transport, error) { return med.Open(u, bind, dest, params, AffinitySender) }, func(t Transport, err error) {
+		c.opens.start(func(ctx context.Context) (Transport, error) {
+			return bo.OpenContext(ctx, u, bind, dest, params, AffinitySender)
+		}, func(t Transport, err error) {
 			c.onSendEndpointOpened(e, t, err)
 		})
 		return e, nil

@@ -1,6 +1,7 @@
 package ib
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -96,7 +97,7 @@ func (t *transport) rebuild() error {
 	if t.kind == kindListen {
 		err = t.listen()
 	} else {
-		err = t.joinGroups()
+		err = t.joinGroups(context.Background())
 	}
 	if err != nil {
 		_ = t.release()

@@ -136,14 +136,21 @@ func CheckMTU(mtu, activeMTU int) error {
 // subscription's endpoint) or, for a sender (connect valid), one that
 // resolved connect's QP by SIDR.
 func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.TransportParams, aff driver.Affinity) (driver.Transport, error) {
+	return m.OpenContext(context.Background(), ch, bind, connect, p, aff)
+}
+
+// OpenContext implements driver.BackgroundOpener: Open, whose waits on
+// the fabric (the first SIDR resolution or RC connection, the multicast
+// joins) end early with ctx.
+func (m *Media) OpenContext(ctx context.Context, ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.TransportParams, aff driver.Affinity) (driver.Transport, error) {
 	if err := m.CheckOpen(ch, bind, connect, p, aff); err != nil {
 		return nil, err
 	}
 	if bind.Addr().IsMulticast() || connect.Addr().IsMulticast() {
-		return m.openMulticast(ch, bind, connect, p, aff) // multicast.go
+		return m.openMulticast(ctx, ch, bind, connect, p, aff) // multicast.go
 	}
 	if qp, _ := ch.Get(uri.KeyIBQueuePair); qp == uri.IBQueuePairRC {
-		return m.openRC(ch, bind, connect, p, aff)
+		return m.openRC(ctx, ch, bind, connect, p, aff)
 	}
 	t := &transport{m: m, peers: map[netip.AddrPort]*cm.UDPeer{}, keys: map[peerKey]netip.AddrPort{}, slots: newSlotRegs(sendSlots)}
 	window := max(p.SocketRcvbuf, 128<<10)
@@ -156,7 +163,7 @@ func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.
 	t.args = dialArgs{opts, p, aff, window, ring}
 	if connect.IsValid() {
 		t.kind, t.connect = kindDial, connect
-		err := t.dial(context.Background(), opts, p, aff, window, ring)
+		err := t.dial(ctx, opts, p, aff, window, ring)
 		if err == nil {
 			return t, nil
 		}

@@ -46,7 +46,7 @@ var errMulticastRC = errors.New("ib: multicast needs ib-qp=ud: a reliable connec
 // openMulticast opens a UD endpoint on the channel's interface and joins
 // bind's group as a full member and the group it sends to (connect for a
 // publication, the control group for a subscription) as a send-only one.
-func (m *Media) openMulticast(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.TransportParams, aff driver.Affinity) (driver.Transport, error) {
+func (m *Media) openMulticast(ctx context.Context, ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.TransportParams, aff driver.Affinity) (driver.Transport, error) {
 	to := connect
 	if !connect.IsValid() {
 		c, err := controlGroup(bind)
@@ -66,7 +66,7 @@ func (m *Media) openMulticast(ch *uri.ChannelURI, bind, connect netip.AddrPort, 
 		Timestamps: p.MediaTimestamps}
 	t.args = dialArgs{opts, p, aff, window, ring}
 	t.group = groupArgs{local: local, bind: bind, to: to}
-	if err := t.joinGroups(); err != nil {
+	if err := t.joinGroups(ctx); err != nil {
 		t.Close()
 		return nil, err
 	}
@@ -99,9 +99,9 @@ type groupArgs struct {
 
 // joinGroups opens the UD endpoint of a multicast transport and joins its
 // groups: Open and a rebuild after a CQ failure both use it.
-func (t *transport) joinGroups() error {
+func (t *transport) joinGroups(ctx context.Context) error {
 	g, a := &t.group, &t.args
-	ctx, cancel := context.WithTimeout(context.Background(), ResolveTimeout)
+	ctx, cancel := context.WithTimeout(ctx, ResolveTimeout)
 	defer cancel()
 	var err error
 	if t.ep, err = cm.OpenUD(ctx, g.local.String(), a.opts); err != nil {

@@ -258,7 +258,7 @@ const rcSendWRID = 1 << 62
 var sharedCQForTest atomic.Int32
 
 // openRC opens an ib-qp=rc transport (Open dispatches here).
-func (m *Media) openRC(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.TransportParams, aff driver.Affinity) (driver.Transport, error) {
+func (m *Media) openRC(ctx context.Context, ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.TransportParams, aff driver.Affinity) (driver.Transport, error) {
 	if bind.Addr().IsMulticast() || connect.Addr().IsMulticast() {
 		// aeron/uri refuses this already; a transport must not rely on it
 		return nil, errMulticastRC
@@ -269,7 +269,7 @@ func (m *Media) openRC(ch *uri.ChannelURI, bind, connect netip.AddrPort, p drive
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	t.done = t.ctx.Done()
 	if connect.IsValid() {
-		if err := t.openPublication(); err != nil {
+		if err := t.openPublication(ctx); err != nil {
 			t.Close()
 			return nil, err
 		}
@@ -532,11 +532,22 @@ func (t *rcTransport) watch(ctx context.Context, c *rcConn, id *cm.ID, establish
 
 // ---- publication side
 
-func (t *rcTransport) openPublication() error {
+func (t *rcTransport) openPublication(ctx context.Context) error {
 	t.local = "0.0.0.0:0"
 	t.redial = make(chan struct{}, 1)
 	t.pend = make([]uverbs.WC, 0, rcPeerRecv+pollBatch)
-	c, err := t.dial(t.ctx)
+	// the first attempt also ends with the open's ctx; the transport's
+	// own (t.ctx) lives until Close
+	dctx, stop := context.WithCancel(t.ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-ctx.Done():
+			stop()
+		case <-dctx.Done():
+		}
+	}()
+	c, err := t.dial(dctx)
 	if err == nil {
 		t.local = c.conn.LocalAddr().String()
 		t.evc <- rcEvent{c: c, up: true}
