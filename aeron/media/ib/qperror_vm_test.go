@@ -27,7 +27,13 @@ type capture struct {
 }
 
 func (c *capture) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.TransportParams, aff driver.Affinity) (driver.Transport, error) {
-	tr, err := c.Media.Open(ch, bind, connect, p, aff)
+	return c.OpenContext(context.Background(), ch, bind, connect, p, aff)
+}
+
+// OpenContext is what the driver calls for a publication's endpoint
+// (driver.BackgroundOpener).
+func (c *capture) OpenContext(ctx context.Context, ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.TransportParams, aff driver.Affinity) (driver.Transport, error) {
+	tr, err := c.Media.OpenContext(ctx, ch, bind, connect, p, aff)
 	if err == nil {
 		c.mu.Lock()
 		c.ts = append(c.ts, tr)

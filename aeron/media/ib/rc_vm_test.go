@@ -234,19 +234,36 @@ func TestIBRCSubscriberRestart(t *testing.T) {
 }
 
 // TestIBRCMismatchedMTU: a publication whose mtu is above what the
-// subscription's receive buffers hold is refused at connect, with the
-// subscriber's limit in the client's INVALID_CHANNEL error; multicast with
-// rc is refused by the channel rule.
+// subscription's receive buffers hold is refused at connect: its endpoint
+// (opened off the conductor) goes ERRORED and clients get
+// CHANNEL_ENDPOINT_ERROR naming the subscriber's limit; multicast with rc
+// is refused by the channel rule, at once.
 func TestIBRCMismatchedMTU(t *testing.T) {
 	vm := testutil.OneNode(t)
-	_, c, m := rcDriver(t)
+	d, c, m := rcDriver(t)
+	errs := make(chan error, 4)
+	ce, err := client.Connect(context.Background(), client.Options{Dir: d.Dir(), IdleSleep: 100 * time.Microsecond,
+		OnError: func(err error) { errs <- err }})
+	require.NoError(t, err)
+	t.Cleanup(func() { ce.Close() })
 	ep := "aeron:ib?endpoint=" + vm.IP + ":24587|ib-qp=rc"
 	ctx := context.Background()
-	_, err := c.AddSubscription(ctx, ep+"|mtu=4096", 1001)
+	_, err = c.AddSubscription(ctx, ep+"|mtu=4096", 1001)
 	require.NoError(t, err)
-	_, err = c.AddPublication(ctx, ep+"|mtu=16384", 1001)
-	require.ErrorContains(t, err, "INVALID_CHANNEL")
-	require.ErrorContains(t, err, "the subscription receives frames of at most 4096 bytes, this channel's mtu is 16384")
+	pub, err := ce.AddPublication(ctx, ep+"|mtu=16384", 1001)
+	require.NoError(t, err)
+	select {
+	case err := <-errs:
+		var de *client.DriverError
+		require.ErrorAs(t, err, &de)
+		require.Equal(t, client.ChannelEndpointError, de.Code)
+		require.EqualValues(t, pub.ChannelStatusID(), de.CorrelationID)
+		require.ErrorContains(t, err, "the subscription receives frames of at most 4096 bytes, this channel's mtu is 16384")
+	case <-time.After(deadline):
+		t.Fatal("no CHANNEL_ENDPOINT_ERROR")
+	}
+	require.EqualValues(t, client.ChannelStatusErrored, pub.ChannelStatus())
+	require.False(t, pub.IsConnected())
 	require.EqualValues(t, 1, m.RC.Rejected.Load())
 	require.Zero(t, m.RC.Accepted.Load())
 
