@@ -32,6 +32,11 @@ type Options struct {
 	// OnError receives asynchronous errors: driver timeout, client
 	// timeout, broadcast buffer overrun. Runs on the conductor goroutine.
 	OnError func(error)
+	// OnPublicationError receives ON_PUBLICATION_ERROR: a receiver of a
+	// network publication (of any client of the driver) rejected its
+	// image and sent an ERR frame (Java's publicationErrorFrameHandler).
+	// Runs on the conductor goroutine.
+	OnPublicationError func(cnc.PublicationError)
 	// DriverInvoker, when set, is an embedded media driver in INVOKER
 	// threading mode (driver.Driver): the client's conductor goroutine
 	// runs its duty cycle (DoWork) before its own, and Connect does while
@@ -465,6 +470,15 @@ func (c *Client) handleResponse(typeID int32, msg []byte) {
 		s.onAvailable, s.onUnavailable = p.onAvailable, p.onUnavailable
 		c.subs[corr] = s
 		p.ch <- result{obj: s}
+	case cnc.RspOnPublicationError:
+		pe, err := cnc.DecodePublicationError(msg)
+		if err != nil {
+			c.asyncError(err)
+			return
+		}
+		if c.opts.OnPublicationError != nil {
+			c.opts.OnPublicationError(pe)
+		}
 	case cnc.RspOnAvailableImage:
 		m, err := cnc.DecodeImageReady(msg)
 		if err != nil {

@@ -402,3 +402,18 @@ func (s *Subscription) ChannelStatusID() int32 { return s.channelStatusID }
 // ChannelStatus reads the receive endpoint's status, as
 // Publication.ChannelStatus.
 func (s *Subscription) ChannelStatus() int64 { return s.client.channelStatus(s.channelStatusID) }
+
+// Reject asks the driver to reject this network image (REJECT_IMAGE,
+// Java's Image.reject): it stops taking the publication's data and
+// answers its sender with ERR frames carrying reason (at most 1023
+// bytes), so the publication's driver tells its clients
+// (Options.OnPublicationError); the image then ends at its liveness
+// timeout. Safe for concurrent use.
+func (img *Image) Reject(ctx context.Context, reason string) error {
+	c := img.subscription.client
+	_, err := c.command(ctx, cnc.CmdRejectImage, 0, "", func(dst []byte, corr int64) []byte {
+		return cnc.AppendRejectImageCommand(dst, cnc.RejectImageCommand{Correlated: cnc.Correlated{ClientID: c.clientID, CorrelationID: corr},
+			ImageCorrelationID: img.correlationID, Position: img.Position(), Reason: reason})
+	})
+	return err
+}

@@ -2,6 +2,7 @@ package cnc
 
 import (
 	"fmt"
+	"net/netip"
 )
 
 // Control protocol message bodies (aeron_control_protocol.h, Java
@@ -261,6 +262,15 @@ type RejectImageCommand struct {
 	Reason                       string
 }
 
+// AppendRejectImageCommand encodes REJECT_IMAGE: client and correlation
+// ids, the image's correlation id at 16, position at 24, the reason's
+// length at 32 and its text at 36.
+func AppendRejectImageCommand(dst []byte, c RejectImageCommand) []byte {
+	dst = appendI64(appendI64(dst, c.ClientID), c.CorrelationID)
+	dst = appendI64(appendI64(dst, c.ImageCorrelationID), c.Position)
+	return appendStr(dst, c.Reason)
+}
+
 // DecodeRejectImageCommand decodes REJECT_IMAGE.
 func DecodeRejectImageCommand(typeID int32, b []byte) (RejectImageCommand, error) {
 	r := reader{b: b, typeID: typeID}
@@ -308,6 +318,75 @@ func DecodeErrorResponse(b []byte) (ErrorResponse, error) {
 	r := reader{b: b, typeID: RspOnError}
 	e := ErrorResponse{OffendingCorrelationID: r.i64(0, "offending_correlation_id"), Code: r.i32(8, "error_code")}
 	m, _ := r.bytes(12, "message")
+	e.Message = string(m)
+	return e, r.err
+}
+
+// PublicationError is ON_PUBLICATION_ERROR (aeron_publication_error_t):
+// a receiver sent an ERR frame to a network publication.
+type PublicationError struct {
+	RegistrationID, DestinationRegistrationID int64
+	SessionID, StreamID                       int32
+	ReceiverID, GroupTag                      int64
+	Source                                    netip.AddrPort // the receiver's address (invalid: none)
+	ErrorCode                                 int32
+	Message                                   string
+}
+
+// Address types of ON_PUBLICATION_ERROR (AERON_RESPONSE_ADDRESS_TYPE_*).
+const (
+	AddressTypeIPv4 = 1
+	AddressTypeIPv6 = 2
+)
+
+// AppendPublicationError encodes ON_PUBLICATION_ERROR: ids at 0 and 8,
+// session 16, stream 20, receiver id 24, group tag 32, address type 40
+// (int16), port 42 (uint16, host order), address 44 (16 bytes), error code
+// 60, message length 64, message 68.
+func AppendPublicationError(dst []byte, e PublicationError) []byte {
+	dst = appendI64(appendI64(dst, e.RegistrationID), e.DestinationRegistrationID)
+	dst = appendI32(appendI32(dst, e.SessionID), e.StreamID)
+	dst = appendI64(appendI64(dst, e.ReceiverID), e.GroupTag)
+	var addr [16]byte
+	typ := int16(0)
+	a := e.Source.Addr()
+	switch {
+	case a.Is4() || a.Is4In6():
+		typ = AddressTypeIPv4
+		v4 := a.Unmap().As4()
+		copy(addr[:], v4[:])
+	case a.Is6():
+		typ = AddressTypeIPv6
+		addr = a.As16()
+	}
+	port := uint16(0)
+	if typ != 0 {
+		port = e.Source.Port()
+	}
+	dst = le.AppendUint16(dst, uint16(typ))
+	dst = le.AppendUint16(dst, port)
+	dst = append(dst, addr[:]...)
+	dst = appendI32(dst, e.ErrorCode)
+	return appendStr(dst, e.Message)
+}
+
+// DecodePublicationError decodes ON_PUBLICATION_ERROR.
+func DecodePublicationError(b []byte) (PublicationError, error) {
+	r := reader{b: b, typeID: RspOnPublicationError}
+	e := PublicationError{RegistrationID: r.i64(0, "registration_id"), DestinationRegistrationID: r.i64(8, "destination_registration_id"),
+		SessionID: r.i32(16, "session_id"), StreamID: r.i32(20, "stream_id"), ReceiverID: r.i64(24, "receiver_id"),
+		GroupTag: r.i64(32, "group_tag"), ErrorCode: r.i32(60, "error_code")}
+	if r.err == nil {
+		typ := int16(le.Uint16(b[40:]))
+		port := le.Uint16(b[42:])
+		switch typ {
+		case AddressTypeIPv4:
+			e.Source = netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[44:48])), port)
+		case AddressTypeIPv6:
+			e.Source = netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[44:60])), port)
+		}
+	}
+	m, _ := r.bytes(64, "error_message")
 	e.Message = string(m)
 	return e, r.err
 }

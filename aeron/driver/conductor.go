@@ -158,6 +158,7 @@ func newConductor(cfg Config, f *cnc.File, loss []byte, media mediaRegistry, log
 		cycle: cycleTracker{maxCtr: c.sys[sysReceiverMaxCycleTime], exceeded: c.sys[sysReceiverCycleThreshold]}}
 	c.fromReceiver = newProxy(direct, c.sys[sysFailedOffersConductor])
 	c.recv.toConductor = c.fromReceiver
+	c.snd.toConductor, c.snd.conductor = c.fromReceiver, c // the sender's requests share the queue
 	c.senderProxy, c.receiverProxy = c.snd.cmds, c.recv.cmds
 	c.cycle = cycleTracker{maxCtr: c.sys[sysConductorMaxCycleTime], exceeded: c.sys[sysConductorCycleThreshold]}
 	c.sys[sysAeronVersion].Store(int64(Version))
@@ -471,9 +472,7 @@ func (c *conductor) dispatch(typeID int32, msg []byte, hdr cnc.Correlated, cl *c
 		if err != nil {
 			return err
 		}
-		// IPC images share the publication's log: there is no network
-		// image to reject (the C driver answers the same way).
-		return fail(cnc.ErrorCodeGenericError, "Unable to resolve image for correlationId=%d", cmd.ImageCorrelationID)
+		return c.rejectImage(hdr.CorrelationID, cmd)
 	case cnc.CmdGetNextAvailableSessionID:
 		if _, err := cnc.DecodeSessionIDCommand(typeID, msg); err != nil {
 			return err

@@ -41,6 +41,9 @@ const (
 	sysAeronVersion            = 34
 	sysRetransmittedBytes      = 36
 	sysBytesMapped             = 35
+	sysErrorFramesReceived     = 38
+	sysErrorFramesSent         = 39
+	sysImagesRejected          = 42
 	sysControlProtocolVersion  = 43
 	// ibgo's own, after the C driver's: streams that ended short of what
 	// was offered (lifecycle.go)

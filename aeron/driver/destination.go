@@ -73,6 +73,17 @@ func (d *destinationTracker) checkTimeouts(nowNs int64) {
 	}
 }
 
+// registrationID is the ADD_DESTINATION id of the destination at addr
+// (-1: none, or dynamic).
+func (d *destinationTracker) registrationID(addr netip.AddrPort) int64 {
+	for _, x := range d.dests {
+		if x.addr == addr && x.regID != 0 {
+			return x.regID
+		}
+	}
+	return -1
+}
+
 func (d *destinationTracker) add(addr netip.AddrPort, regID, nowNs int64) {
 	for _, x := range d.dests {
 		if x.addr == addr {

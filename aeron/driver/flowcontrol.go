@@ -180,6 +180,9 @@ type flowControl interface {
 	onTriggerSendSetup(sm *protocol.StatusMessage)
 	// hasRequiredReceivers: the group minimum is met (connected).
 	hasRequiredReceivers() bool
+	// onError: a receiver sent an ERR frame (it rejected the image);
+	// min and tagged stop waiting for it (aeron_min_flow_control_strategy_on_error)
+	onError(receiverID int64)
 	// maxRetransmissionLength caps the length of one resend.
 	maxRetransmissionLength(termOffset, resendLength, termLength, receiverWindow int64) int64
 	close(c *conductor)
@@ -296,6 +299,7 @@ func (f *maxFlowControl) onIdle(_, sndLmt, _ int64) int64            { return sn
 func (f *maxFlowControl) onSetup(_, sndLmt int64) int64              { return sndLmt }
 func (f *maxFlowControl) onTriggerSendSetup(*protocol.StatusMessage) {}
 func (f *maxFlowControl) hasRequiredReceivers() bool                 { return true }
+func (f *maxFlowControl) onError(int64)                              {}
 func (f *maxFlowControl) close(*conductor)                           {}
 func (f *maxFlowControl) maxRetransmissionLength(off, n, term, window int64) int64 {
 	return retransmissionLength(off, n, term, window, f.multiple)
@@ -419,6 +423,15 @@ func (f *minFlowControl) onTriggerSendSetup(sm *protocol.StatusMessage) {
 }
 
 func (f *minFlowControl) hasRequiredReceivers() bool { return len(f.receivers) >= f.groupMinSize }
+
+// onError marks the receiver as gone; onIdle drops it.
+func (f *minFlowControl) onError(receiverID int64) {
+	for i := range f.receivers {
+		if f.receivers[i].receiverID == receiverID {
+			f.receivers[i].eos = true
+		}
+	}
+}
 
 func (f *minFlowControl) maxRetransmissionLength(off, n, term, window int64) int64 {
 	return retransmissionLength(off, n, term, window, minFlowControlRetransmitMultiple)

@@ -529,6 +529,10 @@ type publicationImage struct {
 	regID               int64
 	sessionID, streamID int32
 	sourceIdentity      string
+	// rejected is the ERR frame the image sends instead of status
+	// messages once a client rejected it (REJECT_IMAGE); nil before.
+	// The receiver's.
+	rejected []byte
 
 	log                 *logbuffer.LogBuffer
 	logFile             string
@@ -807,6 +811,11 @@ func (im *publicationImage) consumedNow() int64 {
 // onData inserts a datagram of frames at its position unless it falls
 // outside the window (aeron_publication_image_insert_packet). Receiver.
 func (im *publicationImage) onData(r *receiver, t Transport, h *protocol.DataHeader, buf []byte, from netip.AddrPort) {
+	if im.rejected != nil {
+		// a client rejected the image: nothing more goes in, so it ends
+		// at the liveness timeout (aeron_publication_image_insert_packet)
+		return
+	}
 	if h.TermOffset < 0 || int64(h.TermOffset) >= im.termLength || h.TermOffset&(logbuffer.FrameAlignment-1) != 0 ||
 		int64(h.TermOffset)+int64(len(buf)) > im.termLength {
 		r.sys[sysInvalidPackets].Add(1)
@@ -1050,6 +1059,13 @@ func (im *publicationImage) sendPending(r *receiver) int {
 }
 
 func (im *publicationImage) sendStatus(r *receiver, pos, window int64) {
+	if im.rejected != nil {
+		// an ERR frame instead of the status message, at the same times
+		// (aeron_publication_image_send_pending_status_message)
+		im.sendControl(r, im.rejected)
+		r.sys[sysErrorFramesSent].Add(1)
+		return
+	}
 	var flags uint8
 	if im.sendingEOS.Load() {
 		flags = protocol.SMFlagEOS

@@ -383,9 +383,70 @@ func (e *sendEndpoint) onControl(_ Transport, buf []byte, from netip.AddrPort, _
 		if p := e.pubs[dispatchKey(r.SessionID, r.StreamID)]; p != nil && r.Flags&protocol.RTTMFlagReply != 0 {
 			p.onRTTM(c, &r, from)
 		}
-	case protocol.TypeError, protocol.TypeResponseSetup:
-		// not acted on yet (response channels and image rejection)
+	case protocol.TypeError:
+		var ef protocol.ErrorFrame
+		if ef.Decode(buf) != nil {
+			c.sys[sysInvalidPackets].Add(1)
+			return
+		}
+		c.sys[sysErrorFramesReceived].Add(1)
+		if p := e.pubs[dispatchKey(ef.SessionID, ef.StreamID)]; p != nil {
+			destRegID := int64(-1)
+			if e.mdc != nil {
+				destRegID = e.mdc.registrationID(from)
+			}
+			p.onErrorFrame(c, &ef, from, destRegID)
+		}
+	case protocol.TypeResponseSetup:
+		// not acted on yet (response channels)
 	default:
 		c.sys[sysInvalidPackets].Add(1)
 	}
+}
+
+// onPublicationError logs a receiver's ERR frame and tells clients
+// (aeron_driver_conductor_on_publication_error).
+func (c *conductor) onPublicationError(pe cnc.PublicationError) {
+	c.recordError(int(pe.ErrorCode), fmt.Sprintf("onPublicationError: registrationId=%d, destinationRegistrationId=%d, sessionId=%d, streamId=%d, receiverId=%d, groupId=%d, errorCode=%d, errorMessage=%s",
+		pe.RegistrationID, pe.DestinationRegistrationID, pe.SessionID, pe.StreamID, pe.ReceiverID, pe.GroupTag, pe.ErrorCode, pe.Message))
+	c.transmit(cnc.RspOnPublicationError, cnc.AppendPublicationError(c.buf[:0], pe))
+}
+
+// rejectImage is REJECT_IMAGE (aeron_driver_conductor_on_invalidate_image):
+// the network image stops taking data and answers its publication with
+// ERR frames instead of status messages, so the publication learns it was
+// rejected and the image ends at its liveness timeout.
+func (c *conductor) rejectImage(correlationID int64, cmd cnc.RejectImageCommand) error {
+	if len(cmd.Reason) > protocol.ErrorMaxTextLength {
+		return fail(cnc.ErrorCodeGenericError, "Invalidation reason_text must be %d bytes or less", protocol.ErrorMaxTextLength)
+	}
+	for _, e := range c.endpoints {
+		for _, im := range e.images {
+			if im.regID != cmd.ImageCorrelationID {
+				continue
+			}
+			ef := protocol.ErrorFrame{SessionID: im.sessionID, StreamID: im.streamID, ReceiverID: im.receiverID,
+				ErrorCode: cnc.ErrorCodeImageRejected, Message: []byte(cmd.Reason)}
+			if e.hasGroupTag {
+				ef.Flags, ef.GroupTag = protocol.ErrorFlagGroupTag, e.groupTag
+			}
+			frame := make([]byte, ef.EncodedLength())
+			if _, err := ef.Encode(frame); err != nil {
+				return fail(cnc.ErrorCodeGenericError, "reject image %d: %v", cmd.ImageCorrelationID, err)
+			}
+			c.receiverProxy.offer(func() { im.rejected = frame })
+			c.sys[sysImagesRejected].Add(1)
+			fmt.Fprintf(c.log, "image %d (session %d stream %d) rejected: %s\n", im.regID, im.sessionID, im.streamID, cmd.Reason)
+			c.transmit(cnc.RspOnOperationSuccess, cnc.AppendID(c.buf[:0], correlationID))
+			return nil
+		}
+	}
+	for _, p := range c.pubs {
+		if p.regID == cmd.ImageCorrelationID {
+			// C puts the IPC publication in a cool-down without its
+			// subscribers (aeron_ipc_publication_reject)
+			return fail(cnc.ErrorCodeGenericError, "rejecting IPC image %d is not supported by this driver yet", cmd.ImageCorrelationID)
+		}
+	}
+	return fail(cnc.ErrorCodeGenericError, "Unable to resolve image for correlationId=%d", cmd.ImageCorrelationID)
 }

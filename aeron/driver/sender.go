@@ -150,9 +150,13 @@ type sender struct {
 	// report records an error in the driver's error log (conductor's
 	// recordError, safe from any agent)
 	report func(code int, msg string)
-	sys    []*atomic.Int64
-	nowNs  int64
-	cycle  cycleTracker
+	// toConductor carries what the conductor must act on (a publication
+	// error); the sender never waits on it (tryOffer)
+	toConductor *proxy
+	conductor   *conductor // target of toConductor commands only
+	sys         []*atomic.Int64
+	nowNs       int64
+	cycle       cycleTracker
 }
 
 // doWork is one sender duty cycle (aeron_driver_sender_do_work).
@@ -641,6 +645,30 @@ func (p *networkPublication) onStatus(c *sender, sm *protocol.StatusMessage) {
 		return
 	}
 	p.onStatusMessage(c, sm)
+}
+
+// onErrorFrame: a receiver rejected its image of this publication and
+// sends ERR frames instead of status messages
+// (aeron_network_publication_on_error): flow control stops waiting for
+// it, it leaves the receivers, and, if it was one, the conductor logs it
+// and tells clients (ON_PUBLICATION_ERROR).
+func (p *networkPublication) onErrorFrame(c *sender, ef *protocol.ErrorFrame, from netip.AddrPort, destRegID int64) {
+	p.fc.onError(ef.ReceiverID)
+	if _, ok := p.receivers[ef.ReceiverID]; !ok {
+		return
+	}
+	delete(p.receivers, ef.ReceiverID)
+	p.hasReceivers.Store(len(p.receivers) > 0)
+	if c.toConductor == nil {
+		return
+	}
+	pe := cnc.PublicationError{RegistrationID: p.regID, DestinationRegistrationID: destRegID, SessionID: ef.SessionID,
+		StreamID: ef.StreamID, ReceiverID: ef.ReceiverID, ErrorCode: ef.ErrorCode, Message: string(ef.Message), Source: from}
+	if ef.Flags&protocol.ErrorFlagGroupTag != 0 {
+		pe.GroupTag = ef.GroupTag
+	}
+	cd := c.conductor
+	c.toConductor.tryOffer(func() { cd.onPublicationError(pe) })
 }
 
 // onRTTM answers a receiver's RTT measurement request

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -182,4 +183,60 @@ func TestMDCStreamsShareControl(t *testing.T) {
 		}
 		streamTo(t, p, targets, 300, 100)
 	}
+}
+
+// TestRejectImage: a subscriber rejects its image (REJECT_IMAGE, Java's
+// Image.reject): its driver counts it (42), stops taking the stream's data
+// and answers with ERR frames instead of status messages (39); the
+// publisher's driver counts them (38), drops that receiver, logs the
+// error and tells its clients ON_PUBLICATION_ERROR with the receiver's
+// address and the reason; the image then ends at its liveness timeout.
+func TestRejectImage(t *testing.T) {
+	pd, _ := startDriver(t, udp.Loss{}, nil)
+	sd, _ := startDriver(t, udp.Loss{}, func(c *driver.Config) { c.ImageLivenessTimeout = time.Second })
+	pubErrs := make(chan cnc.PublicationError, 64)
+	pc, err := client.Connect(context.Background(), client.Options{Dir: pd.Dir(), IdleSleep: 100 * time.Microsecond,
+		OnPublicationError: func(e cnc.PublicationError) { pubErrs <- e }})
+	require.NoError(t, err)
+	t.Cleanup(func() { pc.Close() })
+	sc := connect(t, sd.Dir())
+	ep := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	ctx := context.Background()
+	gone := make(chan *client.Image, 4)
+	sub, err := sc.AddSubscriptionWithHandlers(ctx, "aeron:udp?endpoint="+ep, 1001, nil, func(img *client.Image) { gone <- img })
+	require.NoError(t, err)
+	pub, err := pc.AddPublication(ctx, "aeron:udp?endpoint="+ep, 1001)
+	require.NoError(t, err)
+	waitFor(t, "connected", func() bool { return pub.IsConnected() && sub.IsConnected() })
+	streamTo(t, pub, []*client.Subscription{sub}, 100, 64)
+
+	img := sub.Images()[0]
+	require.NoError(t, img.Reject(ctx, "not this one"))
+	require.EqualValues(t, 1, systemCounter(t, sd, "Images rejected"))
+
+	select {
+	case pe := <-pubErrs:
+		assert.Equal(t, pub.OriginalRegistrationID(), pe.RegistrationID)
+		assert.EqualValues(t, -1, pe.DestinationRegistrationID)
+		assert.Equal(t, pub.SessionID(), pe.SessionID)
+		assert.EqualValues(t, 1001, pe.StreamID)
+		assert.EqualValues(t, cnc.ErrorCodeImageRejected, pe.ErrorCode)
+		assert.Equal(t, "not this one", pe.Message)
+		assert.Equal(t, "127.0.0.1", pe.Source.Addr().String(), "the receiver's address")
+		assert.NotZero(t, pe.Source.Port())
+	case <-time.After(10 * time.Second):
+		t.Fatal("no ON_PUBLICATION_ERROR")
+	}
+	assert.Positive(t, systemCounter(t, sd, "Error Frames sent"))
+	assert.Positive(t, systemCounter(t, pd, "Error Frames received"))
+	select {
+	case g := <-gone:
+		assert.Equal(t, img.CorrelationID(), g.CorrelationID(), "the rejected image ended")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the rejected image did not end")
+	}
+	// an image the driver no longer has is refused as C refuses it
+	var de *client.DriverError
+	require.ErrorAs(t, img.Reject(ctx, "again"), &de)
+	assert.Contains(t, de.Message, "Unable to resolve image for correlationId=")
 }
