@@ -324,10 +324,13 @@ func (c *cqRing) responder(cqe unsafe.Pointer, opOwn uint8, r *resource, wc *uve
 	if r.srq != nil {
 		ctr := uint32(get16(cqe, offWQECtr))
 		wc.WRID = r.srq.wrid[ctr&(r.srq.max-1)]
-		r.srq.free(ctr)
 		if scatter != nil {
+			// the WQE's data segments are read before it goes back to
+			// the free list, where a post on another goroutine could
+			// reuse it mid-copy (issue 30, item 7)
 			status = copyToScat(r.srq.local, unsafe.Add(r.srq.wqe(ctr), srqNextSegSize), scatter, wc.ByteLen, r.srq.maxGS)
 		}
+		r.srq.free(ctr)
 	} else {
 		rq := r.rq
 		t := c.nextRQ(rq)

@@ -62,6 +62,12 @@ const (
 	TypeMDCDestinations          = 18 // mdc-num-dest
 	TypeSenderNaksReceived       = 19 // Aeron 1.53
 	TypeReceiverNaksSent         = 20 // Aeron 1.53
+	// TypeMediaStatistic is ibgo's own: a running total a network medium
+	// keeps ("<medium>: <name>", e.g. "aeron:ib: receive queue empty
+	// drops"), published by the driver (driver.StatisticsReporter). The
+	// id is above Aeron's (0..20, 50..68) and its Archive's and
+	// Cluster's (100..299).
+	TypeMediaStatistic = 1100
 )
 
 // Channel endpoint status values (snd-channel / rcv-channel counters).

@@ -40,7 +40,9 @@ type conductor struct {
 	sendEndpoints        map[string]*sendEndpoint
 	closingSendEndpoints map[string]*sendEndpoint
 	// opens runs media Opens that may wait on the fabric off the conductor
-	opens          backgroundOpens
+	opens backgroundOpens
+	// mediaStats publishes the media's own statistics (StatisticsReporter)
+	mediaStats     mediaStatistics
 	pubLinks       map[int64]*pubLink
 	subs           map[int64]*subLink
 	counterLinks   map[int64]*counterLink
@@ -168,6 +170,9 @@ func newConductor(cfg Config, f *cnc.File, loss []byte, media mediaRegistry, log
 	// aeron_driver_termination_validator_default_allow / _deny
 	allow := cfg.TerminationValidator == "allow"
 	c.validator = func([]byte) bool { return allow }
+	if err := c.allocateMediaStatistics(media); err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	c.nowNs, c.nowMs = now.UnixNano(), now.UnixMilli()
 	c.lastTimerNs = c.nowNs
@@ -202,6 +207,7 @@ func (c *conductor) doWork() int {
 		}
 	}
 	work += c.networkWork()
+	c.refreshMediaStatistics()
 	if c.nowNs-c.lastTimerNs >= c.cfg.TimerInterval.Nanoseconds() {
 		c.lastTimerNs = c.nowNs
 		work += c.onTimer()

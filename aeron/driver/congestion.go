@@ -216,7 +216,7 @@ func (c *conductor) newCongestionControl(im *publicationImage, mtu int32) (conge
 	if cc.maxCwnd < 1 {
 		return nil, fmt.Errorf("cc=cubic: window %d is less than one MTU (%d)", min(im.termLength/2, e.rcvWnd), mtu)
 	}
-	channel := e.imageChannel()
+	channel := e.imageChannel(im.streamID, im.sessionID)
 	key := streamKey(c.keyBuf, im.regID, im.sessionID, im.streamID, channel)
 	for _, a := range []struct {
 		name string

@@ -72,11 +72,16 @@ func (im *publicationImage) sendControl(r *receiver, b []byte) {
 
 // imageChannel names the channel of the endpoint's images in counters
 // and loss reports.
-func (e *receiveEndpoint) imageChannel() string {
-	if e.mds {
-		return e.channel
+func (e *receiveEndpoint) imageChannel(streamID, sessionID int32) string {
+	// the channel of the oldest subscription the image is for, as
+	// aeron_driver_conductor_on_create_publication_image labels rcv-hwm
+	// and rcv-pos (and so aeron:ib images say aeron:ib)
+	for _, s := range e.subs {
+		if s.streamID == streamID && (!s.hasSession || s.sessionID == sessionID) {
+			return s.channel
+		}
 	}
-	return "aeron:udp?endpoint=" + e.key
+	return e.channel
 }
 
 func (r *receiver) onAddRcvDestination(e *receiveEndpoint, d *rcvDestination) {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"sort"
+	"sync/atomic"
 
+	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/uri"
 )
 
@@ -34,6 +37,11 @@ const (
 type TransportParams struct {
 	SocketRcvbuf, SocketSndbuf int
 	MTU                        int
+	// ReceiverWindow is, for a subscription's endpoint, the window its
+	// images announce (rcv-wnd, else AERON_RCV_INITIAL_WINDOW_LENGTH): a
+	// medium that posts receive buffers sizes its ring for it. 0 on
+	// publications.
+	ReceiverWindow int
 	MulticastTTL               int
 	MediaTimestamps            bool
 }
@@ -135,6 +143,73 @@ type BackgroundOpener interface {
 	// OpenContext is Open, ending its waits early when ctx ends (the
 	// driver shutting down).
 	OpenContext(ctx context.Context, channel *uri.ChannelURI, bind, connect netip.AddrPort, params TransportParams, affinity Affinity) (Transport, error)
+}
+
+// MediaStatistic is one running total a medium keeps: a count of events
+// (drops, errors, recoveries) or of things it holds. Value is read by
+// the driver's conductor while the medium writes it.
+type MediaStatistic struct {
+	Name  string
+	Value *atomic.Int64
+}
+
+// StatisticsReporter is implemented by a Media that keeps statistics of
+// its own. The driver publishes each as a CnC counter of type
+// cnc.TypeMediaStatistic labelled "aeron:<medium>: <name>", so `ibgo
+// aeron stat`, Aeron's AeronStat and the metrics endpoint show them,
+// refreshing them every few milliseconds. Statistics is called once, at
+// Start; the list must not change.
+type StatisticsReporter interface {
+	Statistics() []MediaStatistic
+}
+
+// mediaStatistics are the counters the driver publishes for its media.
+type mediaStatistics struct {
+	src    []*atomic.Int64
+	dst    []*atomic.Int64
+	lastNs int64
+}
+
+// statisticsRefreshNs is how often the conductor copies the media's
+// statistics into their counters.
+const statisticsRefreshNs = 10_000_000
+
+func (c *conductor) allocateMediaStatistics(reg mediaRegistry) error {
+	names := make([]string, 0, len(reg))
+	for n := range reg {
+		names = append(names, string(n))
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		m := reg[uri.Media(n)]
+		r, ok := m.(StatisticsReporter)
+		if !ok {
+			continue
+		}
+		for _, st := range r.Statistics() {
+			key := append(c.keyBuf[:0], m.Name()...)
+			id, err := c.counters.Allocate(cnc.TypeMediaStatistic, key, "aeron:"+m.Name()+": "+st.Name)
+			if err != nil {
+				return fmt.Errorf("driver: media statistic %q: %w", st.Name, err)
+			}
+			c.mediaStats.src = append(c.mediaStats.src, st.Value)
+			c.mediaStats.dst = append(c.mediaStats.dst, c.counters.Value(id))
+		}
+	}
+	return nil
+}
+
+// refreshMediaStatistics copies the media's statistics into their
+// counters; allocation-free.
+func (c *conductor) refreshMediaStatistics() {
+	s := &c.mediaStats
+	if len(s.src) == 0 || c.nowNs-s.lastNs < statisticsRefreshNs {
+		return
+	}
+	s.lastNs = c.nowNs
+	for i, v := range s.src {
+		s.dst[i].Store(v.Load())
+	}
 }
 
 // mediaRegistry holds the network media the driver was started with.

@@ -355,6 +355,7 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 		rcvWnd = v
 	}
 	bufs := c.transportParams(u, c.cfg.MTULength)
+	bufs.ReceiverWindow = int(rcvWnd)
 	e, ok := c.endpoints[key]
 	if ok {
 		if err := e.checkBuffers(u, bufs, rcvWnd, cmd.Channel); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,4 +166,49 @@ func TestSendEndpointOpensInBackground(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close waits for an open that never ends")
 	}
+}
+
+// statMedia keeps two statistics.
+type statMedia struct {
+	fakeMedia
+	drops, events atomic.Int64
+}
+
+func (m *statMedia) Name() string { return "ib" }
+
+func (m *statMedia) Statistics() []MediaStatistic {
+	return []MediaStatistic{{Name: "receive queue empty drops", Value: &m.drops}, {Name: "events", Value: &m.events}}
+}
+
+// TestMediaStatisticsInCnC (issue 29): a medium's own statistics are CnC
+// counters of type cnc.TypeMediaStatistic, labelled "aeron:<medium>:
+// <name>", and follow the medium's values.
+func TestMediaStatisticsInCnC(t *testing.T) {
+	m := &statMedia{}
+	d, err := Start(udpTestConfig(t), WithMedia(m))
+	require.NoError(t, err)
+	defer d.Close()
+	m.drops.Store(7)
+	m.events.Add(3)
+	f, err := cnc.OpenFile(cnc.Path(d.Dir()), false)
+	require.NoError(t, err)
+	defer f.Close()
+	read := func() map[string]int64 {
+		r, err := f.Counters()
+		require.NoError(t, err)
+		got := map[string]int64{}
+		r.ForEach(func(c cnc.Counter) bool {
+			if c.TypeID == cnc.TypeMediaStatistic {
+				got[c.Label] = c.Value
+			}
+			return true
+		})
+		return got
+	}
+	require.Eventually(t, func() bool {
+		got := read()
+		return got["aeron:ib: receive queue empty drops"] == 7 && got["aeron:ib: events"] == 3
+	}, 5*time.Second, time.Millisecond, "%v", read())
+	m.drops.Add(1)
+	require.Eventually(t, func() bool { return read()["aeron:ib: receive queue empty drops"] == 8 }, 5*time.Second, time.Millisecond)
 }

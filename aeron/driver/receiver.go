@@ -661,7 +661,7 @@ func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, fr
 	join := logbuffer.ComputePosition(s.ActiveTermID, s.TermOffset, im.positionBitsToShift, s.InitialTermID)
 	im.hwmPosition, im.rebuildPosition, im.cleanPosition, im.lastSMPosition = join, join, join, join
 	im.cleaned.Store(join)
-	channel := e.imageChannel()
+	channel := e.imageChannel(s.StreamID, s.SessionID)
 	key := streamKey(c.keyBuf, regID, s.SessionID, s.StreamID, channel)
 	for _, a := range []struct {
 		typeID int32
@@ -996,7 +996,7 @@ func (im *publicationImage) reportLoss(c *conductor) {
 		return
 	}
 	if im.lossEntry < 0 {
-		off, err := c.lossReport.CreateEntry(int64(im.scanLength), c.nowMs, im.sessionID, im.streamID, im.e.imageChannel(), im.sourceIdentity)
+		off, err := c.lossReport.CreateEntry(int64(im.scanLength), c.nowMs, im.sessionID, im.streamID, im.e.imageChannel(im.streamID, im.sessionID), im.sourceIdentity)
 		if err == nil {
 			im.lossEntry = off
 		}

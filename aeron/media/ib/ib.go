@@ -56,6 +56,12 @@ type Media struct {
 	// an error: overrun, device error); CQRebuilds the endpoints rebuilt
 	// with a new CQ after a CQ failed, UD and ib-qp=rc (cqerror.go).
 	CQErrors, CQRebuilds atomic.Int64
+	// RingBuffers is the number of receive buffers posted by the UD
+	// endpoints open now: each sized for a datagram of the port's MTU,
+	// as many as twice the receiver window's datagrams, within the
+	// device's limits (ringSize). A UD datagram that finds none is
+	// dropped by the device and recovered by NAK.
+	RingBuffers atomic.Int64
 	// AsyncEvents counts the asynchronous events read from the device
 	// contexts the medium's queues live on (asyncev.go): a CQ_ERR or
 	// SRQ_ERR fails its queue as a failed poll does, and the error events
@@ -72,6 +78,41 @@ type Media struct {
 
 // New returns the ib medium.
 func New() *Media { return &Media{} }
+
+// Statistics implements driver.StatisticsReporter: the medium's counts,
+// which the driver publishes in the CnC as "aeron:ib: <name>" (type
+// cnc.TypeMediaStatistic), so that `ibgo aeron stat`, Aeron's AeronStat
+// and the metrics endpoint show them.
+func (m *Media) Statistics() []driver.MediaStatistic {
+	return []driver.MediaStatistic{
+		{Name: "receive completions in error", Value: &m.RecvErrors},
+		{Name: "send completions in error", Value: &m.SendErrors},
+		{Name: "datagrams dropped, destination unresolved", Value: &m.Unresolved},
+		{Name: "resolve errors", Value: &m.ResolveErrors},
+		{Name: "re-resolutions", Value: &m.Reresolves},
+		{Name: "log registration failures", Value: &m.RegisterErrors},
+		{Name: "datagrams sent zero-copy", Value: &m.ZeroCopy},
+		{Name: "datagrams sent inline", Value: &m.Inline},
+		{Name: "datagrams sent copied", Value: &m.Copied},
+		{Name: "QP restarts", Value: &m.QPRestarts},
+		{Name: "CQ errors", Value: &m.CQErrors},
+		{Name: "CQ rebuilds", Value: &m.CQRebuilds},
+		{Name: "asynchronous events", Value: &m.AsyncEvents},
+		{Name: "UD receive buffers posted", Value: &m.RingBuffers},
+		{Name: "rc connections accepted", Value: &m.RC.Accepted},
+		{Name: "rc connections connected", Value: &m.RC.Connected},
+		{Name: "rc connections disconnected", Value: &m.RC.Disconnected},
+		{Name: "rc connections abandoned", Value: &m.RC.Abandoned},
+		{Name: "rc connections lost", Value: &m.RC.Lost},
+		{Name: "rc connections rejected", Value: &m.RC.Rejected},
+		{Name: "rc work requests flushed", Value: &m.RC.Flushed},
+		{Name: "rc frames dropped", Value: &m.RC.Dropped},
+		{Name: "rc CQ errors", Value: &m.RC.CQErrors},
+		{Name: "receive CQs with hardware timestamps", Value: &m.MediaClock.Hardware},
+		{Name: "receive CQs with software timestamps", Value: &m.MediaClock.Software},
+		{Name: "frames stamped in software on a hardware CQ", Value: &m.MediaClock.Fallbacks},
+	}
+}
 
 // Name is "ib".
 func (m *Media) Name() string { return string(uri.MediaIB) }
@@ -106,6 +147,14 @@ const (
 	// 256-byte message (288 bytes) fit; rxe allows 400, ConnectX more.
 	wantInline = 320
 )
+
+// receiveWindow is what a receive ring must hold in flight: the
+// subscription's receiver window (rcv-wnd, else the driver's initial
+// window), or so-rcvbuf when that is larger (it is what an aeron:udp
+// socket would buffer), at least 128 KiB.
+func receiveWindow(p driver.TransportParams) int {
+	return max(p.ReceiverWindow, p.SocketRcvbuf, 128<<10)
+}
 
 // ringSize is the number of receive buffers for a receive window of
 // window bytes and datagrams of up to payload bytes: twice the window's
@@ -153,7 +202,7 @@ func (m *Media) OpenContext(ctx context.Context, ch *uri.ChannelURI, bind, conne
 		return m.openRC(ctx, ch, bind, connect, p, aff)
 	}
 	t := &transport{m: m, peers: map[netip.AddrPort]*cm.UDPeer{}, keys: map[peerKey]netip.AddrPort{}, slots: newSlotRegs(sendSlots)}
-	window := max(p.SocketRcvbuf, 128<<10)
+	window := receiveWindow(p)
 	// The QP's receive queue is sized before the device is known (the id
 	// chooses it); maxRing is far below rxe's and mlx5's limits, and the
 	// number posted is clamped to the device's below.
@@ -325,22 +374,24 @@ const (
 // only; the SIDR accept goroutine touches its listener alone, and the dial
 // goroutine sets the endpoint up while ready is false.
 type transport struct {
-	m       *Media
-	kind    int
-	ep      *cm.UDEndpoint
-	l       *cm.UDListener
-	done    chan struct{} // closed by stopLoop: stops the accept or dial goroutine
-	exited  chan struct{} // closed when that goroutine has returned
-	closed  bool
-	ready   atomic.Bool // the endpoint below is set up (stored last)
-	connect netip.AddrPort
-	bind    netip.AddrPort // kindListen
-	vctx    *uverbs.Context
-	port    uint8
-	mem     *uverbs.Memory
-	mr      *uverbs.MR
-	qp      *uverbs.QP
-	cq      *uverbs.CQ
+	m    *Media
+	kind int
+	// ringCounted is what this transport added to m.RingBuffers
+	ringCounted int
+	ep          *cm.UDEndpoint
+	l           *cm.UDListener
+	done        chan struct{} // closed by stopLoop: stops the accept or dial goroutine
+	exited      chan struct{} // closed when that goroutine has returned
+	closed      bool
+	ready       atomic.Bool // the endpoint below is set up (stored last)
+	connect     netip.AddrPort
+	bind        netip.AddrPort // kindListen
+	vctx        *uverbs.Context
+	port        uint8
+	mem         *uverbs.Memory
+	mr          *uverbs.MR
+	qp          *uverbs.QP
+	cq          *uverbs.CQ
 
 	slot     int // bytes per buffer: GRH + the port's active MTU
 	payload  int // the port's active MTU
@@ -425,6 +476,8 @@ func (t *transport) setup(p driver.TransportParams, aff driver.Affinity, window,
 		return fmt.Errorf("ib: query device: %w", err)
 	}
 	t.ring = min(ring, ringSize(window, t.payload, da.MaxQPWR, da.MaxCQE))
+	t.m.RingBuffers.Add(int64(t.ring))
+	t.ringCounted = t.ring
 	t.slot = uverbs.GRHLen + t.payload
 	t.sendBase = t.ring * t.slot
 	t.sendFree, t.sendHead, t.sendTail = sendSlots, 0, 0
@@ -734,6 +787,8 @@ func (t *transport) Close() error {
 // release frees what setup and dial made (idempotent).
 func (t *transport) release() error {
 	t.ready.Store(false)
+	t.m.RingBuffers.Add(-int64(t.ringCounted))
+	t.ringCounted = 0
 	t.epGen++
 	t.m.unwatchCQ(t.vctx, t.cq)
 	t.cq = nil

@@ -17,6 +17,17 @@ func TestRingSize(t *testing.T) {
 	require.Equal(t, 36, ringSize(128<<10, 1024, 0, 100))  // CQ shared with sendSlots
 }
 
+// TestRingFromReceiverWindow (issue 29): the UD receive ring is sized
+// from the subscription's receiver window, not only so-rcvbuf: on a
+// 4096-byte MTU port, rcv-wnd=8m gives 4096 buffers where the 128 KiB
+// floor alone gave 64, which a burst overran silently.
+func TestRingFromReceiverWindow(t *testing.T) {
+	require.Equal(t, 64, ringSize(receiveWindow(driver.TransportParams{}), 4096, 0, 0), "no window given: the floor")
+	require.Equal(t, 4096, ringSize(receiveWindow(driver.TransportParams{ReceiverWindow: 8 << 20}), 4096, 0, 0))
+	require.Equal(t, 1024, ringSize(receiveWindow(driver.TransportParams{ReceiverWindow: 1 << 20, SocketRcvbuf: 2 << 20}), 4096, 0, 0),
+		"so-rcvbuf when larger")
+}
+
 func TestCheckMTU(t *testing.T) {
 	require.NoError(t, CheckMTU(1024, 1024))
 	err := CheckMTU(1408, 1024)

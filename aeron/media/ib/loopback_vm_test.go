@@ -8,6 +8,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -128,6 +130,30 @@ func TestIBAndUDPLoopback(t *testing.T) {
 	n, err := inspect.Errors(&out, f, time.UTC)
 	require.NoError(t, err)
 	require.Zero(t, n, "error log: %s", out.String())
+
+	// the medium's statistics are CnC counters (issue 29), which `ibgo
+	// aeron stat` lists with the rest
+	var stat bytes.Buffer
+	require.Eventually(t, func() bool {
+		stat.Reset()
+		require.NoError(t, inspect.Stat(&stat, f, time.Now(), time.UTC))
+		return statValue(stat.String(), "aeron:ib: datagrams sent zero-copy") == m.ZeroCopy.Load()
+	}, 5*time.Second, 10*time.Millisecond, "ibgo aeron stat:\n%s", stat.String())
+}
+
+// statValue finds the value `ibgo aeron stat` prints for a counter label.
+func statValue(out, label string) int64 {
+	for _, line := range strings.Split(out, "\n") {
+		if i := strings.Index(line, label); i >= 0 {
+			fs := strings.Fields(line[:i])
+			for j := len(fs) - 1; j >= 0; j-- {
+				if v, err := strconv.ParseInt(strings.ReplaceAll(fs[j], ",", ""), 10, 64); err == nil {
+					return v
+				}
+			}
+		}
+	}
+	return -1
 }
 
 // TestIBPublicationBeforeSubscription: a publication added before any

@@ -60,7 +60,7 @@ func (m *Media) openMulticast(ctx context.Context, ch *uri.ChannelURI, bind, con
 		return nil, err
 	}
 	t := &transport{m: m, kind: kindGroup, peers: map[netip.AddrPort]*cm.UDPeer{}, keys: map[peerKey]netip.AddrPort{}, connect: connect, slots: newSlotRegs(sendSlots)}
-	window := max(p.SocketRcvbuf, 128<<10)
+	window := receiveWindow(p)
 	ring := ringSize(window, 1024, 0, 0)
 	opts := &cm.UDOptions{Cap: uverbs.QPCap{MaxSendWR: sendSlots, MaxRecvWR: uint32(ring), MaxSendSGE: 1, MaxRecvSGE: 1},
 		Timestamps: p.MediaTimestamps}

@@ -263,7 +263,7 @@ func (m *Media) openRC(ctx context.Context, ch *uri.ChannelURI, bind, connect ne
 		// aeron/uri refuses this already; a transport must not rely on it
 		return nil, errMulticastRC
 	}
-	t := &rcTransport{m: m, bind: bind, connect: connect, mtu: rcMTU(ch, p), window: max(p.SocketRcvbuf, 128<<10),
+	t := &rcTransport{m: m, bind: bind, connect: connect, mtu: rcMTU(ch, p), window: receiveWindow(p),
 		mediaTS: p.MediaTimestamps, evc: make(chan rcEvent, 2*RCMaxPeers),
 		byQPN: map[uint32]*rcConn{}, byKey: map[uint32]*rcConn{}, byAddr: map[netip.AddrPort]*rcConn{}}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
