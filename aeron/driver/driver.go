@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -314,6 +315,17 @@ func (d *Driver) Config() Config { return d.cfg }
 
 // Dir is the Aeron directory.
 func (d *Driver) Dir() string { return d.cfg.Dir }
+
+// Media names the media the driver serves: "ipc", its own, then each
+// network medium it was started with (WithMedia), sorted.
+func (d *Driver) Media() []string {
+	names := make([]string, 0, len(d.c.media))
+	for n := range d.c.media {
+		names = append(names, string(n))
+	}
+	sort.Strings(names)
+	return append([]string{"ipc"}, names...)
+}
 
 // Close stops the conductor, unmaps the files and, with
 // DirDeleteOnShutdown, removes the directory. It is idempotent.

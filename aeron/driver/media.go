@@ -41,9 +41,9 @@ type TransportParams struct {
 	// images announce (rcv-wnd, else AERON_RCV_INITIAL_WINDOW_LENGTH): a
 	// medium that posts receive buffers sizes its ring for it. 0 on
 	// publications.
-	ReceiverWindow int
-	MulticastTTL               int
-	MediaTimestamps            bool
+	ReceiverWindow  int
+	MulticastTTL    int
+	MediaTimestamps bool
 }
 
 // RecvFunc receives one datagram: the frames in buf, where it came from,

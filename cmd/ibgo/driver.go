@@ -18,7 +18,7 @@ import (
 func init() {
 	register(&cli.Command{
 		Name:  "driver",
-		Usage: "run an Aeron media driver in the foreground (the aeronmd of ibgo; aeron:ipc and aeron:udp unicast)",
+		Usage: "run an Aeron media driver in the foreground (the aeronmd of ibgo; media: " + mediaUsage() + ")",
 		Description: "Configuration comes from the AERON_* environment variables the C driver reads, with its\n" +
 			"defaults; the flags below override them. SIGINT or SIGTERM stop the driver cleanly.\n" +
 			"It prints its configuration on start; clients (ibgo's, Aeron's C and Java) connect through\n" +
@@ -65,6 +65,21 @@ func init() {
 		},
 		Action: runDriver,
 	})
+}
+
+// driverMedia are the network media `ibgo driver` serves.
+func driverMedia(loss udp.Loss) []driver.Media {
+	return []driver.Media{udp.New(loss), ib.New()}
+}
+
+// mediaUsage lists the channel media `ibgo driver` serves, for its usage
+// text: IPC and the registered network media.
+func mediaUsage() string {
+	names := []string{"aeron:ipc"}
+	for _, m := range driverMedia(udp.Loss{}) {
+		names = append(names, "aeron:"+m.Name())
+	}
+	return strings.Join(names, ", ")
 }
 
 // driverConfig applies the flags over the environment: flags win, as an
@@ -115,7 +130,10 @@ func runDriver(c *cli.Context) error {
 	if err != nil {
 		return fail(1, "%v", err)
 	}
-	opts := []driver.Option{driver.WithLog(log), driver.WithMedia(udp.New(loss)), driver.WithMedia(ib.New())}
+	opts := []driver.Option{driver.WithLog(log)}
+	for _, m := range driverMedia(loss) {
+		opts = append(opts, driver.WithMedia(m))
+	}
 	if c.IsSet("termination-token") {
 		opts = append(opts, driver.WithTerminationToken([]byte(c.String("termination-token"))))
 	}
@@ -134,16 +152,17 @@ func runDriver(c *cli.Context) error {
 		return fail(1, "%v", err)
 	}
 	w := c.App.Writer
+	media := strings.Join(d.Media(), ",")
 	fmt.Fprintf(w, "ibgo media driver (Aeron %s layout, control protocol %s), pid %d\n", driver.Version, driver.ControlProtocolVersion, os.Getpid())
 	fmt.Fprintf(w, "dir=%s\n", cfg.Dir)
 	switch cfg.ThreadingMode {
 	case driver.Shared:
-		fmt.Fprintf(w, "threading-mode=%s shared-idle=%s media=ipc,udp\n", cfg.ThreadingMode, cfg.SharedIdle)
+		fmt.Fprintf(w, "threading-mode=%s shared-idle=%s media=%s\n", cfg.ThreadingMode, cfg.SharedIdle, media)
 	case driver.SharedNetwork:
-		fmt.Fprintf(w, "threading-mode=%s conductor-idle=%s sharednetwork-idle=%s media=ipc,udp\n", cfg.ThreadingMode, cfg.ConductorIdle, cfg.SharedNetworkIdle)
+		fmt.Fprintf(w, "threading-mode=%s conductor-idle=%s sharednetwork-idle=%s media=%s\n", cfg.ThreadingMode, cfg.ConductorIdle, cfg.SharedNetworkIdle, media)
 	default:
-		fmt.Fprintf(w, "threading-mode=%s conductor-idle=%s sender-idle=%s receiver-idle=%s media=ipc,udp\n",
-			cfg.ThreadingMode, cfg.ConductorIdle, cfg.SenderIdle, cfg.ReceiverIdle)
+		fmt.Fprintf(w, "threading-mode=%s conductor-idle=%s sender-idle=%s receiver-idle=%s media=%s\n",
+			cfg.ThreadingMode, cfg.ConductorIdle, cfg.SenderIdle, cfg.ReceiverIdle, media)
 	}
 	fmt.Fprintf(w, "term-length=%d ipc-term-length=%d mtu=%d ipc-mtu=%d\n", cfg.TermBufferLength, cfg.IPCTermBufferLength, cfg.MTULength, cfg.IPCMTULength)
 	fmt.Fprintf(w, "client-liveness-timeout=%v publication-linger-timeout=%v publication-unblock-timeout=%v timer-interval=%v\n",

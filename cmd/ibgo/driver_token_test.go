@@ -47,6 +47,31 @@ func TestDriverTerminationToken(t *testing.T) {
 	}
 }
 
+// TestDriverBannerListsMedia (issue 28): the banner and the usage text
+// name the media the driver was started with, not a fixed list.
+func TestDriverBannerListsMedia(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "aeron")
+	type result struct {
+		code   int
+		stdout string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, stdout, _ := runIbgo(t, "driver", "--dir", dir, "--ipc-term-length", "64k", "--termination-token", "t")
+		done <- result{code, stdout}
+	}()
+	require.Eventually(t, func() bool {
+		active, _, err := driver.IsDriverActive(dir, 10*time.Second)
+		return err == nil && active
+	}, 30*time.Second, 5*time.Millisecond)
+	require.NoError(t, client.RequestDriverTermination(dir, []byte("t")))
+	r := <-done
+	require.Equal(t, 0, r.code)
+	require.Contains(t, r.stdout, " media=ipc,ib,udp\n")
+	_, help, _ := runIbgo(t, "driver", "--help")
+	require.Contains(t, help, "media: aeron:ipc, aeron:udp, aeron:ib")
+}
+
 // TestDriverRefusesInvoker: `ibgo driver` has no program to invoke an
 // INVOKER driver, so it refuses the mode (flag or environment) and says why.
 func TestDriverRefusesInvoker(t *testing.T) {
