@@ -42,12 +42,14 @@ type conductor struct {
 	// opens runs media Opens that may wait on the fabric off the conductor
 	opens backgroundOpens
 	// mediaStats publishes the media's own statistics (StatisticsReporter)
-	mediaStats     mediaStatistics
-	pubLinks       map[int64]*pubLink
-	subs           map[int64]*subLink
-	counterLinks   map[int64]*counterLink
-	staticCounters map[[2]int64]int32
-	nextSession    int32
+	mediaStats mediaStatistics
+	// lastReResolutionNs: the last check for send endpoints to resolve again
+	lastReResolutionNs int64
+	pubLinks           map[int64]*pubLink
+	subs               map[int64]*subLink
+	counterLinks       map[int64]*counterLink
+	staticCounters     map[[2]int64]int32
+	nextSession        int32
 
 	// the other agents and the queues to them (the C driver's proxies);
 	// fromReceiver carries the receiver's requests to the conductor
@@ -208,6 +210,7 @@ func (c *conductor) doWork() int {
 	}
 	work += c.networkWork()
 	c.refreshMediaStatistics()
+	c.checkReResolution()
 	if c.nowNs-c.lastTimerNs >= c.cfg.TimerInterval.Nanoseconds() {
 		c.lastTimerNs = c.nowNs
 		work += c.onTimer()

@@ -60,9 +60,13 @@ type Config struct {
 	SocketSndbuf             int  // AERON_SOCKET_SO_SNDBUF
 	SocketRcvbuf             int  // AERON_SOCKET_SO_RCVBUF
 
-	ClientLivenessTimeout     time.Duration // AERON_CLIENT_LIVENESS_TIMEOUT
-	DriverTimeout             time.Duration // AERON_DRIVER_TIMEOUT in ms (active-driver detection)
-	TimerInterval             time.Duration // AERON_TIMER_INTERVAL
+	ClientLivenessTimeout time.Duration // AERON_CLIENT_LIVENESS_TIMEOUT
+	DriverTimeout         time.Duration // AERON_DRIVER_TIMEOUT in ms (active-driver detection)
+	TimerInterval         time.Duration // AERON_TIMER_INTERVAL
+	// ReResolutionCheckInterval is how often a send endpoint named by a
+	// host name that heard no status message for 5 s resolves it again
+	// (AERON_DRIVER_RERESOLUTION_CHECK_INTERVAL; 0 disables it)
+	ReResolutionCheckInterval time.Duration
 	PublicationLingerTimeout  time.Duration // AERON_PUBLICATION_LINGER_TIMEOUT
 	PublicationUnblockTimeout time.Duration // AERON_PUBLICATION_UNBLOCK_TIMEOUT
 	PublicationConnTimeout    time.Duration // AERON_PUBLICATION_CONNECTION_TIMEOUT
@@ -112,6 +116,7 @@ func DefaultConfig() Config {
 		ClientLivenessTimeout:     10 * time.Second,
 		DriverTimeout:             10 * time.Second,
 		TimerInterval:             time.Second,
+		ReResolutionCheckInterval: time.Second,
 		PublicationLingerTimeout:  5 * time.Second,
 		PublicationUnblockTimeout: 15 * time.Second,
 		PublicationConnTimeout:    5 * time.Second,
@@ -213,6 +218,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	dur("AERON_TIMER_INTERVAL", &c.TimerInterval)
+	dur("AERON_DRIVER_RERESOLUTION_CHECK_INTERVAL", &c.ReResolutionCheckInterval)
 	dur("AERON_PUBLICATION_LINGER_TIMEOUT", &c.PublicationLingerTimeout)
 	dur("AERON_PUBLICATION_UNBLOCK_TIMEOUT", &c.PublicationUnblockTimeout)
 	dur("AERON_PUBLICATION_CONNECTION_TIMEOUT", &c.PublicationConnTimeout)

@@ -32,6 +32,7 @@ const (
 	sysUnblockedCommands       = 20
 	sysPossibleTTLAsymmetry    = 21
 	sysClientTimeouts          = 24
+	sysResolutionChanges       = 25
 	sysConductorMaxCycleTime   = 26
 	sysConductorCycleThreshold = 27
 	sysSenderMaxCycleTime      = 28

@@ -49,20 +49,37 @@ func resolveAddress(u *uri.ChannelURI, key string) (netip.AddrPort, error) {
 	if ep.IP.IsValid() {
 		return netip.AddrPortFrom(ep.IP.Unmap(), ep.Port), nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", ep.Host)
-	if err != nil || len(addrs) == 0 {
+	a, err := lookupHost(ep.Host)
+	if err != nil {
 		return netip.AddrPort{}, fail(cnc.ErrorCodeUnknownHost, "%s %s: cannot resolve %q: %v", key, ep, ep.Host, err)
 	}
-	best := addrs[0]
+	return netip.AddrPortFrom(a, ep.Port), nil
+}
+
+// lookupNetIP is the system resolver; a variable so that tests can name
+// hosts.
+var lookupNetIP = net.DefaultResolver.LookupNetIP
+
+// lookupHost resolves a host name, IPv4 preferred as the C driver does,
+// within 2 s.
+func lookupHost(host string) (netip.Addr, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	addrs, err := lookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if len(addrs) == 0 {
+		return netip.Addr{}, fmt.Errorf("no address")
+	}
+	best := addrs[0].Unmap()
 	for _, a := range addrs {
 		if a.Unmap().Is4() {
 			best = a.Unmap()
 			break
 		}
 	}
-	return netip.AddrPortFrom(best, ep.Port), nil
+	return best, nil
 }
 
 func (c *conductor) transportParams(u *uri.ChannelURI, mtu int) TransportParams {
@@ -102,7 +119,13 @@ func mediaTimestampOffset(u *uri.ChannelURI) int {
 // change the endpoint on the wire (interface, control-mode, ib-qp); not
 // the order of the parameters nor the log's.
 func canonicalSendChannel(u *uri.ChannelURI, dest, control netip.AddrPort) string {
-	key := string(u.Media) + "|" + dest.String() + "|" + control.String()
+	remote := dest.String()
+	if ep, ok := u.Endpoint(); ok && ep.HasPort && !ep.IP.IsValid() && !dest.Addr().IsMulticast() {
+		// a name, as written (C's remote_param_value): re-resolving it
+		// keeps the endpoint
+		remote = ep.String()
+	}
+	key := string(u.Media) + "|" + remote + "|" + control.String()
 	for _, k := range []string{uri.KeyInterface, uri.KeyControlMode, uri.KeyIBQueuePair} {
 		if v, ok := u.Get(k); ok {
 			key += "|" + k + "=" + v

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"net/netip"
 	"sync"
 )
 
@@ -40,6 +41,24 @@ func (b *backgroundOpens) start(open func(context.Context) (Transport, error), a
 			return
 		}
 		b.done = append(b.done, func() { apply(t, err) })
+	}()
+}
+
+// resolve looks host up on a goroutine; the result goes to apply on the
+// conductor (nothing after close).
+func (b *backgroundOpens) resolve(host string, apply func(netip.Addr, error)) {
+	if b.ctx == nil {
+		b.ctx, b.cancel = context.WithCancel(context.Background())
+	}
+	b.running.Add(1)
+	go func() {
+		defer b.running.Done()
+		a, err := lookupHost(host)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if !b.closed {
+			b.done = append(b.done, func() { apply(a, err) })
+		}
 	}()
 }
 

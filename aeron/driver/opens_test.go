@@ -3,7 +3,9 @@ package driver
 import (
 	"context"
 	"errors"
+	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -211,4 +213,78 @@ func TestMediaStatisticsInCnC(t *testing.T) {
 	}, 5*time.Second, time.Millisecond, "%v", read())
 	m.drops.Add(1)
 	require.Eventually(t, func() bool { return read()["aeron:ib: receive queue empty drops"] == 8 }, 5*time.Second, time.Millisecond)
+}
+
+// TestSendEndpointReResolves (issue 28): a send endpoint named by a host
+// name that hears no status message resolves the name again every
+// AERON_DRIVER_RERESOLUTION_CHECK_INTERVAL, off the conductor; a new
+// address reconnects the transport, the publications send there, and
+// system counter 25 counts the change; a name that no longer resolves
+// goes to the error log. The endpoint keeps its name: a publication added
+// after the change shares it.
+func TestSendEndpointReResolves(t *testing.T) {
+	var mu sync.Mutex
+	addr := netip.MustParseAddr("10.0.0.2")
+	fail := false
+	lookupNetIP = func(_ context.Context, _, host string) ([]netip.Addr, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if host != "peer.test" || fail {
+			return nil, errors.New("no such host")
+		}
+		return []netip.Addr{addr}, nil
+	}
+	oldAfter := reresolveAfterNs
+	reresolveAfterNs = int64(50 * time.Millisecond)
+	t.Cleanup(func() { lookupNetIP, reresolveAfterNs = net.DefaultResolver.LookupNetIP, oldAfter })
+
+	m := &fakeMedia{}
+	cfg := udpTestConfig(t)
+	cfg.ReResolutionCheckInterval = 20 * time.Millisecond
+	d, err := Start(cfg, WithMedia(m))
+	require.NoError(t, err)
+	defer d.Close()
+	cl, err := client.Connect(context.Background(), client.Options{Dir: d.Dir()})
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx := context.Background()
+	pub, err := cl.AddPublication(ctx, "aeron:udp?endpoint=peer.test:4000", 1)
+	require.NoError(t, err)
+	tr := m.transports[0]
+	sentTo := func(a string) bool {
+		for _, dg := range tr.sent() {
+			if dg.addr.String() == a {
+				return true
+			}
+		}
+		return false
+	}
+	require.Eventually(t, func() bool { return sentTo("10.0.0.2:4000") }, 10*time.Second, time.Millisecond, "SETUP to the first address")
+
+	mu.Lock()
+	addr = netip.MustParseAddr("10.0.0.3")
+	mu.Unlock()
+	require.Eventually(t, func() bool { return sentTo("10.0.0.3:4000") }, 10*time.Second, time.Millisecond, "SETUP to the new address")
+	tr.mu.Lock()
+	assert.Equal(t, []netip.AddrPort{netip.MustParseAddrPort("10.0.0.3:4000")}, tr.reconnects)
+	tr.mu.Unlock()
+	assert.EqualValues(t, 1, d.c.sys[sysResolutionChanges].Load())
+
+	again, err := cl.AddPublication(ctx, "aeron:udp?endpoint=peer.test:4000|term-length=64k", 2)
+	require.NoError(t, err)
+	assert.Equal(t, pub.ChannelStatusID(), again.ChannelStatusID(), "one endpoint for the name")
+
+	mu.Lock()
+	fail = true
+	mu.Unlock()
+	require.Eventually(t, func() bool {
+		var texts []string
+		_, _ = cnc.ReadErrorLog(d.cnc.ErrorLogBuffer(), 0, func(o cnc.Observation) { texts = append(texts, o.Text) })
+		for _, x := range texts {
+			if strings.Contains(x, "Unresolved - endpoint=peer.test") {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, time.Millisecond, "the failed re-resolution is in the error log")
 }

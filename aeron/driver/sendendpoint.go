@@ -51,6 +51,15 @@ type sendEndpoint struct {
 	opening, handed, failed bool
 	waiting                 []*networkPublication
 
+	// re-resolution (conductor): host is the endpoint's host name ("" for
+	// an IP literal, multicast or multi-destination-cast), dest what it
+	// resolved to last; lastSMNs is when a status message for one of its
+	// publications last arrived (the sender stores it)
+	host      string
+	dest      netip.AddrPort
+	resolving bool
+	lastSMNs  atomic.Int64
+
 	// mdc lists the destinations of a multi-destination-cast endpoint
 	// (nil otherwise); manual is fixed at creation, dests are the sender's
 	mdc *destinationTracker
@@ -86,7 +95,11 @@ func (c *conductor) sendEndpointFor(u *uri.ChannelURI, channel, canonical string
 	e.recvFn = e.onControl
 	if mdc, manual := mdcMode(u); mdc {
 		e.mdc = &destinationTracker{manual: manual}
+	} else if ep, ok := u.Endpoint(); ok && !ep.IP.IsValid() && !dest.Addr().IsMulticast() {
+		e.host = ep.Host
 	}
+	e.dest = dest
+	e.lastSMNs.Store(c.nowNs)
 	if bo, ok := med.(BackgroundOpener); ok {
 		if err := bo.CheckOpen(u, bind, dest, params, AffinitySender); err != nil {
 			return nil, fail(cnc.ErrorCodeInvalidChannel, "%s: %v", channel, err)
@@ -345,6 +358,7 @@ func (e *sendEndpoint) onControl(_ Transport, buf []byte, from netip.AddrPort, _
 			e.mdc.onStatusMessage(from, c.nowNs)
 		}
 		if p := e.pubs[dispatchKey(sm.SessionID, sm.StreamID)]; p != nil {
+			e.lastSMNs.Store(c.nowNs)
 			c.sys[sysStatusMessagesReceived].Add(1)
 			p.onStatus(c, &sm)
 			return
@@ -449,4 +463,62 @@ func (c *conductor) rejectImage(correlationID int64, cmd cnc.RejectImageCommand)
 		}
 	}
 	return fail(cnc.ErrorCodeGenericError, "Unable to resolve image for correlationId=%d", cmd.ImageCorrelationID)
+}
+
+// reresolveAfterNs: a send endpoint named by a host name is resolved
+// again once no status message came for this long
+// (AERON_SEND_CHANNEL_ENDPOINT_DESTINATION_TIMEOUT_NS); a variable for
+// tests.
+var reresolveAfterNs int64 = 5_000_000_000
+
+// checkReResolution resolves again, off the conductor, the host names of
+// the send endpoints that heard no status message for reresolveAfterNs,
+// every AERON_DRIVER_RERESOLUTION_CHECK_INTERVAL
+// (aeron_send_channel_endpoint_check_for_re_resolution, which C's sender
+// runs and its conductor's executor resolves); a new address goes to the
+// sender, which reconnects the transport and counts a resolution change.
+func (c *conductor) checkReResolution() {
+	every := c.cfg.ReResolutionCheckInterval.Nanoseconds()
+	if every <= 0 || c.nowNs-c.lastReResolutionNs < every {
+		return
+	}
+	c.lastReResolutionNs = c.nowNs
+	for _, e := range c.sendEndpoints {
+		if e.host == "" || !e.handed || e.resolving || c.nowNs-e.lastSMNs.Load() <= reresolveAfterNs {
+			continue
+		}
+		e.resolving = true
+		host, port := e.host, e.dest.Port()
+		c.opens.resolve(host, func(a netip.Addr, err error) {
+			e.resolving = false
+			if c.sendEndpoints[e.canonical] != e {
+				return // closed meanwhile
+			}
+			if err != nil {
+				c.recordError(cnc.ErrorCodeUnknownHost, fmt.Sprintf("%s: re-resolve endpoint: Unresolved - endpoint=%s: %v", e.channel, host, err))
+				return
+			}
+			to := netip.AddrPortFrom(a, port)
+			if to == e.dest {
+				return
+			}
+			fmt.Fprintf(c.log, "send endpoint %s: %s now resolves to %s (was %s)\n", e.channel, host, to, e.dest)
+			e.dest = to
+			snd := c.snd
+			c.senderProxy.offer(func() { snd.onResolutionChange(e, to) })
+		})
+	}
+}
+
+// onResolutionChange: the endpoint's host name resolves to another
+// address (aeron_send_channel_endpoint_resolution_change): the transport
+// reconnects there and the publications send there.
+func (s *sender) onResolutionChange(e *sendEndpoint, to netip.AddrPort) {
+	if err := e.t.Reconnect(to); err != nil && s.report != nil {
+		s.report(cnc.ErrorCodeGenericError, fmt.Sprintf("%s: failed to reconnect transport with re-resolved address: %v", e.channel, err))
+	}
+	for _, p := range e.pubs {
+		p.dest = to
+	}
+	s.sys[sysResolutionChanges].Add(1)
 }

@@ -40,6 +40,7 @@ type fakeTransport struct {
 	in         []fakeDatagram
 	out        []fakeDatagram
 	closed     bool
+	reconnects []netip.AddrPort
 }
 
 func (m *fakeMedia) Name() string { return "udp" }
@@ -105,11 +106,16 @@ func (t *fakeTransport) Recv(max int, fn RecvFunc) (int, error) {
 	return n, nil
 }
 
-func (t *fakeTransport) Reconnect(netip.AddrPort) error { return nil }
-func (t *fakeTransport) SocketRcvbuf() (int, error)     { return 0, nil }
-func (t *fakeTransport) LocalAddr() string              { return t.bind.String() }
-func (t *fakeTransport) Binding() string                { return "fake" }
-func (t *fakeTransport) Close() error                   { t.mu.Lock(); t.closed = true; t.mu.Unlock(); return nil }
+func (t *fakeTransport) Reconnect(to netip.AddrPort) error {
+	t.mu.Lock()
+	t.reconnects = append(t.reconnects, to)
+	t.mu.Unlock()
+	return nil
+}
+func (t *fakeTransport) SocketRcvbuf() (int, error) { return 0, nil }
+func (t *fakeTransport) LocalAddr() string          { return t.bind.String() }
+func (t *fakeTransport) Binding() string            { return "fake" }
+func (t *fakeTransport) Close() error               { t.mu.Lock(); t.closed = true; t.mu.Unlock(); return nil }
 
 func udpTestConfig(t testing.TB) Config {
 	cfg := DefaultConfig()
