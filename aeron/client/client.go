@@ -209,6 +209,33 @@ const (
 	ChannelStatusClosing      = 2
 )
 
+// usesChannelStatus: one of the client's publications or subscriptions
+// is on the channel endpoint with status counter id.
+func (c *Client) usesChannelStatus(id int32) bool {
+	for _, p := range c.pubs {
+		if p.channelStatusID == id {
+			return true
+		}
+	}
+	for _, s := range c.subs {
+		if s.channelStatusID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// hasPublication: one of the client's publications is the driver's
+// publication regID.
+func (c *Client) hasPublication(regID int64) bool {
+	for _, p := range c.pubs {
+		if p.originalRegistrationID == regID {
+			return true
+		}
+	}
+	return false
+}
+
 // channelStatus reads a channel status counter; without one the channel
 // counts as active (Java's ChannelEndpointStatus.NO_ID_ALLOCATED).
 func (c *Client) channelStatus(id int32) int64 {
@@ -427,16 +454,21 @@ func (c *Client) handleResponse(typeID int32, msg []byte) {
 			c.asyncError(err)
 			return
 		}
+		if e.Code == cnc.ErrorCodeChannelEndpointError {
+			// a channel endpoint failed after its resources were ready:
+			// the offending id is its status counter's, not a
+			// correlation id (the ChannelStatusID of the publications and
+			// subscriptions on it, whose ChannelStatus now reads
+			// ChannelStatusErrored); only a client with a resource on it
+			// hears of it, as Java's ChannelEndpointException
+			if c.usesChannelStatus(int32(e.OffendingCorrelationID)) {
+				c.asyncError(&DriverError{Code: ErrorCode(e.Code), Message: e.Message, CorrelationID: e.OffendingCorrelationID})
+			}
+			return
+		}
 		if p, ok := c.pending[e.OffendingCorrelationID]; ok {
 			delete(c.pending, e.OffendingCorrelationID)
 			p.ch <- result{err: &DriverError{Code: ErrorCode(e.Code), Message: e.Message, CorrelationID: e.OffendingCorrelationID}}
-		} else if e.Code == cnc.ErrorCodeChannelEndpointError {
-			// a channel endpoint failed after its resources were ready:
-			// the offending id is its status counter's (the
-			// ChannelStatusID of the publications and subscriptions on
-			// it, whose ChannelStatus now reads ChannelStatusErrored), as
-			// Java's ChannelEndpointException
-			c.asyncError(&DriverError{Code: ErrorCode(e.Code), Message: e.Message, CorrelationID: e.OffendingCorrelationID})
 		}
 	case cnc.RspOnPublicationReady, cnc.RspOnExclusivePublicationReady:
 		r, err := cnc.DecodePublicationReady(typeID, msg)
@@ -476,7 +508,8 @@ func (c *Client) handleResponse(typeID int32, msg []byte) {
 			c.asyncError(err)
 			return
 		}
-		if c.opts.OnPublicationError != nil {
+		if c.opts.OnPublicationError != nil && c.hasPublication(pe.RegistrationID) {
+			// only the clients of that publication (Java filters the same way)
 			c.opts.OnPublicationError(pe)
 		}
 	case cnc.RspOnAvailableImage:

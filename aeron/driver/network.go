@@ -49,7 +49,7 @@ func resolveAddress(u *uri.ChannelURI, key string) (netip.AddrPort, error) {
 	if ep.IP.IsValid() {
 		return netip.AddrPortFrom(ep.IP.Unmap(), ep.Port), nil
 	}
-	a, err := lookupHost(ep.Host)
+	a, err := lookupHost(context.Background(), ep.Host)
 	if err != nil {
 		return netip.AddrPort{}, fail(cnc.ErrorCodeUnknownHost, "%s %s: cannot resolve %q: %v", key, ep, ep.Host, err)
 	}
@@ -62,8 +62,8 @@ var lookupNetIP = net.DefaultResolver.LookupNetIP
 
 // lookupHost resolves a host name, IPv4 preferred as the C driver does,
 // within 2 s.
-func lookupHost(host string) (netip.Addr, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+func lookupHost(parent context.Context, host string) (netip.Addr, error) {
+	ctx, cancel := context.WithTimeout(parent, 2*time.Second)
 	defer cancel()
 	addrs, err := lookupNetIP(ctx, "ip", host)
 	if err != nil {
@@ -118,7 +118,7 @@ func mediaTimestampOffset(u *uri.ChannelURI) int {
 // (endpoint) or where receivers report (control), and the keys that
 // change the endpoint on the wire (interface, control-mode, ib-qp); not
 // the order of the parameters nor the log's.
-func canonicalSendChannel(u *uri.ChannelURI, dest, control netip.AddrPort) string {
+func canonicalSendChannel(u *uri.ChannelURI, dest, control netip.AddrPort, regID int64) string {
 	remote := dest.String()
 	if ep, ok := u.Endpoint(); ok && ep.HasPort && !ep.IP.IsValid() && !dest.Addr().IsMulticast() {
 		// a name, as written (C's remote_param_value): re-resolving it
@@ -130,6 +130,13 @@ func canonicalSendChannel(u *uri.ChannelURI, dest, control netip.AddrPort) strin
 		if v, ok := u.Get(k); ok {
 			key += "|" + k + "=" + v
 		}
+	}
+	// a channel with neither endpoint nor control, or with a wildcard
+	// port, names no address to share: each publication gets its own
+	// endpoint (C's requires_additional_suffix in aeron_udp_channel.c)
+	if regID != 0 && ((!u.Has(uri.KeyEndpoint) && !u.Has(uri.KeyControl)) ||
+		(u.Has(uri.KeyEndpoint) && dest.Port() == 0) || (u.Has(uri.KeyControl) && control.Port() == 0)) {
+		key += "|#" + strconv.FormatInt(regID, 10)
 	}
 	return key
 }
@@ -153,7 +160,7 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 		return err
 	}
 	mdc, _ := mdcMode(u)
-	dest, control, canonical, err := resolveSendChannel(u)
+	dest, control, canonical, err := resolveSendChannel(u, cmd.CorrelationID)
 	if err != nil {
 		return err
 	}
@@ -170,7 +177,7 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 		// that do not change the endpoint, share the publication; those
 		// that define the log must agree
 		for _, p := range c.netPubs {
-			if p.state == pubActive && !p.exclusive && p.streamID == cmd.StreamID && p.canonical == canonical &&
+			if p.state == pubActive && !p.exclusive && !p.ep.failed && p.streamID == cmd.StreamID && p.canonical == canonical &&
 				(!params.hasSession || p.sessionID == params.sessionID) {
 				if err := checkSharedParams(p.params, p.initialTermID, params); err != nil {
 					return err
@@ -183,7 +190,7 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 	if pub == nil {
 		if params.hasSession {
 			for _, p := range c.netPubs {
-				if p.state != pubDone && p.sessionID == params.sessionID && p.streamID == cmd.StreamID && p.canonical == canonical {
+				if p.state != pubDone && !p.ep.failed && p.sessionID == params.sessionID && p.streamID == cmd.StreamID && p.canonical == canonical {
 					return fail(cnc.ErrorCodeGenericError, "specified session-id %d is already in use for stream-id %d", params.sessionID, cmd.StreamID)
 				}
 			}
@@ -209,7 +216,9 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 		if err != nil {
 			return err
 		}
-		pub, err = newNetworkPublication(c, cl, cmd.CorrelationID, cmd.StreamID, cmd.Channel, exclusive, params, dest)
+		// the endpoint's current address: a name shared by publications
+		// resolves to one address, the endpoint's
+		pub, err = newNetworkPublication(c, cl, cmd.CorrelationID, cmd.StreamID, cmd.Channel, exclusive, params, ep.dest)
 		if err != nil {
 			if ep.refCount == 0 {
 				ep.refCount = 1
@@ -234,9 +243,7 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 			}
 			pub.rtx = newRetransmitHandler(true, maxResend) // group semantics, announced in SETUP
 			pub.group = true
-			if v, ok := u.Int(uri.KeyTTL); ok {
-				pub.ttl = int32(v)
-			}
+			pub.ttl = ep.ttl // the endpoint's socket's, as C's SETUP says
 		}
 		pub.rcvWindow = min(int64(params.termLength)/2, int64(c.cfg.InitialWindowLength))
 		c.netPubs = append(c.netPubs, pub)
@@ -255,9 +262,9 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 				}
 			}
 		}()
-		from := "(opening)"
-		if ep.t != nil {
-			from = ep.t.LocalAddr()
+		from := ep.local
+		if from == "" {
+			from = "(opening)"
 		}
 		fmt.Fprintf(c.log, "publication %d: session %d stream %d %s from %s\n", pub.regID, pub.sessionID, pub.streamID, dest, from)
 	}
@@ -276,7 +283,9 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 // resolveSendChannel resolves where a publication channel sends (endpoint;
 // none for multi-destination-cast) and where its receivers report
 // (control=, multi-destination-cast), and names its send endpoint.
-func resolveSendChannel(u *uri.ChannelURI) (dest, control netip.AddrPort, canonical string, err error) {
+// regID makes the name unique where the channel names no address to
+// share (0: spies, which match what exists).
+func resolveSendChannel(u *uri.ChannelURI, regID int64) (dest, control netip.AddrPort, canonical string, err error) {
 	if mdc, _ := mdcMode(u); mdc {
 		if u.Has(uri.KeyControl) {
 			if control, err = resolveAddress(u, uri.KeyControl); err != nil {
@@ -286,14 +295,14 @@ func resolveSendChannel(u *uri.ChannelURI) (dest, control netip.AddrPort, canoni
 	} else if dest, err = resolveEndpoint(u); err != nil {
 		return
 	}
-	return dest, control, canonicalSendChannel(u, dest, control), nil
+	return dest, control, canonicalSendChannel(u, dest, control, regID), nil
 }
 
 // addSpySubscription links an aeron-spy: subscription to every network
 // publication of its channel and stream (aeron_driver_conductor_on_add_spy_subscription):
 // the spy reads the publication's own log, joining at the sender position.
 func (c *conductor) addSpySubscription(cl *clientSession, cmd cnc.SubscriptionCommand, u *uri.ChannelURI) error {
-	_, _, canonical, err := resolveSendChannel(u)
+	_, _, canonical, err := resolveSendChannel(u, 0)
 	if err != nil {
 		return err
 	}

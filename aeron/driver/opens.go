@@ -53,7 +53,7 @@ func (b *backgroundOpens) resolve(host string, apply func(netip.Addr, error)) {
 	b.running.Add(1)
 	go func() {
 		defer b.running.Done()
-		a, err := lookupHost(host)
+		a, err := lookupHost(b.ctx, host)
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if !b.closed {

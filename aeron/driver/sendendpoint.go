@@ -39,7 +39,18 @@ type sendEndpoint struct {
 	t         Transport
 	mtu       int   // the MTU the transport was opened for
 	regID     int64 // the registration id of the publication that opened it
-	refCount  int   // conductor: publications on it
+	// the socket buffer lengths asked for (0: not set) and the ttl of the
+	// channel that opened it, which later channels on it must agree with
+	// or take (C)
+	soSndbuf, soRcvbuf int
+	ttl                int32
+	// local is the bound address, once open (conductor)
+	local string
+	// sendDest is where the publications send (the resolved endpoint;
+	// invalid for multi-destination-cast): set before the sender gets the
+	// endpoint, then the sender's (onResolutionChange)
+	sendDest netip.AddrPort
+	refCount int // conductor: publications on it
 
 	statusID, localAddrID, numDestID int32
 	status                           *atomic.Int64
@@ -79,19 +90,40 @@ func dispatchKey(sessionID, streamID int32) uint64 {
 // and counters) for the first publication on it; regID is that
 // publication's registration id, which the endpoint's counters carry.
 func (c *conductor) sendEndpointFor(u *uri.ChannelURI, channel, canonical string, bind, dest netip.AddrPort, mtu int, regID int64) (*sendEndpoint, error) {
+	params := c.transportParams(u, mtu)
 	if e, ok := c.sendEndpoints[canonical]; ok {
 		if e.media != uri.MediaUDP && mtu > e.mtu {
 			// a datagram medium sized its buffers for the first
 			// publication's MTU
 			return nil, fail(cnc.ErrorCodeInvalidChannel, "%s: mtu %d is greater than the mtu %d the endpoint was opened with by %s", channel, mtu, e.mtu, e.channel)
 		}
+		if err := checkSharedBuffers(u, params, e.soSndbuf, e.soRcvbuf, e.channel, channel); err != nil {
+			return nil, err
+		}
 		return e, nil
 	}
-	c.awaitSendEndpointClosed(canonical)
+	if old, ok := c.closingSendEndpoints[canonical]; ok && old.opening {
+		// every publication left while it was opening: its transport is
+		// closed once the open returns (C: "found in CLOSING state")
+		return nil, fail(cnc.ErrorCodeResourceTemporarilyUnavailable, "%s: send channel endpoint found in CLOSING state, please retry", channel)
+	}
+	if bind.Port() != 0 {
+		// a fixed address (control=, a multicast group) may be taken
+		// still by the endpoint just closed
+		c.awaitSendEndpointClosed(canonical)
+	}
 	med, _ := c.media.lookup(u.Media)
-	params := c.transportParams(u, mtu)
 	e := &sendEndpoint{canonical: canonical, channel: channel, media: u.Media, mtu: mtu, regID: regID,
-		statusID: -1, localAddrID: -1, numDestID: -1, pubs: map[uint64]*networkPublication{}}
+		statusID: -1, localAddrID: -1, numDestID: -1, pubs: map[uint64]*networkPublication{}, sendDest: dest}
+	if u.Has(uri.KeySocketSndbuf) {
+		e.soSndbuf = params.SocketSndbuf
+	}
+	if u.Has(uri.KeySocketRcvbuf) {
+		e.soRcvbuf = params.SocketRcvbuf
+	}
+	if v, ok := u.Int(uri.KeyTTL); ok {
+		e.ttl = int32(v)
+	}
 	e.recvFn = e.onControl
 	if mdc, manual := mdcMode(u); mdc {
 		e.mdc = &destinationTracker{manual: manual}
@@ -122,6 +154,7 @@ func (c *conductor) sendEndpointFor(u *uri.ChannelURI, channel, canonical string
 		return nil, fail(cnc.ErrorCodeInvalidChannel, "%s: %v", channel, err)
 	}
 	e.t = t
+	e.local = t.LocalAddr()
 	if err := e.allocateCounters(c, regID); err != nil {
 		e.free(c)
 		return nil, err
@@ -155,6 +188,9 @@ func (c *conductor) onSendEndpointOpened(e *sendEndpoint, t Transport, err error
 			_ = t.Close()
 		}
 		e.free(c)
+		if c.closingSendEndpoints[e.canonical] == e {
+			delete(c.closingSendEndpoints, e.canonical)
+		}
 		return
 	}
 	if err != nil {
@@ -173,6 +209,7 @@ func (c *conductor) onSendEndpointOpened(e *sendEndpoint, t Transport, err error
 	}
 	e.t = t
 	local := t.LocalAddr()
+	e.local = local
 	c.counters.UpdateLabel(e.statusID, "snd-channel: "+e.channel+" "+local)
 	if id, err := allocateLocalSockaddr(c, "snd-local-sockaddr", e.statusID, local, e.regID); err == nil {
 		e.localAddrID = id
@@ -258,8 +295,11 @@ func (e *sendEndpoint) release(c *conductor) {
 	e.status.Store(channelStatusClosing)
 	if !e.handed {
 		// never open: still opening (onSendEndpointOpened closes what
-		// the open gives), or failed
-		if !e.opening {
+		// the open gives; until then a new publication on the channel
+		// is asked to retry), or failed
+		if e.opening {
+			c.closingSendEndpoints[e.canonical] = e
+		} else {
 			e.free(c)
 		}
 		return
@@ -357,9 +397,9 @@ func (e *sendEndpoint) onControl(_ Transport, buf []byte, from netip.AddrPort, _
 			// (aeron_send_channel_endpoint_on_status_message)
 			e.mdc.onStatusMessage(from, c.nowNs)
 		}
+		c.sys[sysStatusMessagesReceived].Add(1)
 		if p := e.pubs[dispatchKey(sm.SessionID, sm.StreamID)]; p != nil {
 			e.lastSMNs.Store(c.nowNs)
-			c.sys[sysStatusMessagesReceived].Add(1)
 			p.onStatus(c, &sm)
 			return
 		}
@@ -367,13 +407,8 @@ func (e *sendEndpoint) onControl(_ Transport, buf []byte, from netip.AddrPort, _
 			// ibgo's receivers ask for SETUP with session 0 and their
 			// stream until they have an image: every publication of the
 			// stream answers
-			counted := false
 			for _, p := range e.pubs {
 				if p.streamID == sm.StreamID {
-					if !counted {
-						c.sys[sysStatusMessagesReceived].Add(1)
-						counted = true
-					}
 					p.onStatus(c, &sm)
 				}
 			}
@@ -384,8 +419,8 @@ func (e *sendEndpoint) onControl(_ Transport, buf []byte, from netip.AddrPort, _
 			c.sys[sysInvalidPackets].Add(1)
 			return
 		}
+		c.sys[sysNaksReceived].Add(1)
 		if p := e.pubs[dispatchKey(nak.SessionID, nak.StreamID)]; p != nil {
-			c.sys[sysNaksReceived].Add(1)
 			p.onNak(c, nak.TermID, nak.TermOffset, nak.Length)
 		}
 	case protocol.TypeRTTM:
@@ -411,10 +446,9 @@ func (e *sendEndpoint) onControl(_ Transport, buf []byte, from netip.AddrPort, _
 			}
 			p.onErrorFrame(c, &ef, from, destRegID)
 		}
-	case protocol.TypeResponseSetup:
-		// not acted on yet (response channels)
 	default:
-		c.sys[sysInvalidPackets].Add(1)
+		// RSP_SETUP (response channels) is not acted on yet; other types
+		// are ignored, as C's dispatch does
 	}
 }
 
@@ -514,11 +548,13 @@ func (c *conductor) checkReResolution() {
 // address (aeron_send_channel_endpoint_resolution_change): the transport
 // reconnects there and the publications send there.
 func (s *sender) onResolutionChange(e *sendEndpoint, to netip.AddrPort) {
-	if err := e.t.Reconnect(to); err != nil && s.report != nil {
-		s.report(cnc.ErrorCodeGenericError, fmt.Sprintf("%s: failed to reconnect transport with re-resolved address: %v", e.channel, err))
+	if err := e.t.Reconnect(to); err != nil {
+		// the endpoint keeps sending where it did
+		if s.report != nil {
+			s.report(cnc.ErrorCodeGenericError, fmt.Sprintf("%s: failed to reconnect transport with re-resolved address: %v", e.channel, err))
+		}
+		return
 	}
-	for _, p := range e.pubs {
-		p.dest = to
-	}
+	e.sendDest = to
 	s.sys[sysResolutionChanges].Add(1)
 }

@@ -540,7 +540,7 @@ func (p *networkPublication) sendOne(c *sender, b []byte) {
 		}
 		return
 	}
-	p.sendTo(c, p.dest, b)
+	p.sendTo(c, p.ep.sendDest, b)
 }
 
 func (p *networkPublication) sendTo(c *sender, dest netip.AddrPort, b []byte) {
@@ -599,7 +599,7 @@ func (p *networkPublication) sendData(c *sender) int {
 			p.sendFrames(c, mdc.dests[i].addr, batch)
 		}
 	} else {
-		sent = p.sendFrames(c, p.dest, batch)
+		sent = p.sendFrames(c, p.ep.sendDest, batch)
 	}
 	for i := range sent {
 		p.senderPosition += p.sendAdvance[i]
@@ -663,7 +663,7 @@ func (p *networkPublication) onErrorFrame(c *sender, ef *protocol.ErrorFrame, fr
 		return
 	}
 	pe := cnc.PublicationError{RegistrationID: p.regID, DestinationRegistrationID: destRegID, SessionID: ef.SessionID,
-		StreamID: ef.StreamID, ReceiverID: ef.ReceiverID, ErrorCode: ef.ErrorCode, Message: string(ef.Message), Source: from}
+		StreamID: ef.StreamID, ReceiverID: ef.ReceiverID, GroupTag: -1, ErrorCode: ef.ErrorCode, Message: string(ef.Message), Source: from}
 	if ef.Flags&protocol.ErrorFlagGroupTag != 0 {
 		pe.GroupTag = ef.GroupTag
 	}

@@ -41,17 +41,24 @@ func (e *receiveEndpoint) checkBuffers(u *uri.ChannelURI, bufs TransportParams, 
 	if err := checkWindowForRcvbuf(rcvWnd, bufs.SocketRcvbuf, channel); err != nil {
 		return err
 	}
+	return checkSharedBuffers(u, bufs, e.soSndbuf, e.soRcvbuf, e.channel, channel)
+}
+
+// checkSharedBuffers: a channel joining an existing endpoint (send or
+// receive) must not ask for other socket buffer lengths than it has
+// (aeron_driver_conductor_validate_channel_buffer_length).
+func checkSharedBuffers(u *uri.ChannelURI, bufs TransportParams, soSndbuf, soRcvbuf int, existingChannel, channel string) error {
 	for _, b := range []struct {
 		key           string
 		new, existing int
-	}{{uri.KeySocketSndbuf, bufs.SocketSndbuf, e.soSndbuf}, {uri.KeySocketRcvbuf, bufs.SocketRcvbuf, e.soRcvbuf}} {
+	}{{uri.KeySocketSndbuf, bufs.SocketSndbuf, soSndbuf}, {uri.KeySocketRcvbuf, bufs.SocketRcvbuf, soRcvbuf}} {
 		if !u.Has(b.key) || b.new == 0 || b.new == b.existing {
 			continue
 		}
 		if b.existing == 0 {
-			return fail(cnc.ErrorCodeGenericError, "%s=%d does not match existing value of OS default: existingChannel=%s channel=%s", b.key, b.new, e.channel, channel)
+			return fail(cnc.ErrorCodeGenericError, "%s=%d does not match existing value of OS default: existingChannel=%s channel=%s", b.key, b.new, existingChannel, channel)
 		}
-		return fail(cnc.ErrorCodeGenericError, "%s=%d does not match existing value of %d: existingChannel=%s channel=%s", b.key, b.new, b.existing, e.channel, channel)
+		return fail(cnc.ErrorCodeGenericError, "%s=%d does not match existing value of %d: existingChannel=%s channel=%s", b.key, b.new, b.existing, existingChannel, channel)
 	}
 	return nil
 }

@@ -1,0 +1,136 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/aeron/client"
+	"github.com/ibgo/ibgo/aeron/protocol"
+)
+
+// setupsByAddress lists, per destination, the streams and sessions a fake
+// transport sent SETUP frames for.
+func setupsByAddress(tr *fakeTransport) map[string]map[[2]int32]bool {
+	got := map[string]map[[2]int32]bool{}
+	for _, dg := range tr.sent() {
+		var s protocol.Setup
+		if s.Decode(dg.b) == nil {
+			if got[dg.addr.String()] == nil {
+				got[dg.addr.String()] = map[[2]int32]bool{}
+			}
+			got[dg.addr.String()][[2]int32{s.StreamID, s.SessionID}] = true
+		}
+	}
+	return got
+}
+
+// TestManualMDCPublicationsNotShared (review of issue 28's endpoints): a
+// channel that names no address (control-mode=manual without control=)
+// gets an endpoint of its own per publication, as C's unique canonical
+// form, so one publication's destinations never receive another's stream.
+func TestManualMDCPublicationsNotShared(t *testing.T) {
+	m := &fakeMedia{}
+	d, err := Start(udpTestConfig(t), WithMedia(m))
+	require.NoError(t, err)
+	defer d.Close()
+	cl, err := client.Connect(context.Background(), client.Options{Dir: d.Dir()})
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx := context.Background()
+	a, err := cl.AddExclusivePublication(ctx, "aeron:udp?control-mode=manual", 1)
+	require.NoError(t, err)
+	b, err := cl.AddExclusivePublication(ctx, "aeron:udp?control-mode=manual", 1)
+	require.NoError(t, err)
+	require.NotEqual(t, a.ChannelStatusID(), b.ChannelStatusID(), "two endpoints")
+	c, err := cl.AddPublication(ctx, "aeron:udp?control-mode=manual", 1)
+	require.NoError(t, err)
+	d2, err := cl.AddPublication(ctx, "aeron:udp?control-mode=manual", 1)
+	require.NoError(t, err)
+	require.NotEqual(t, c.OriginalRegistrationID(), d2.OriginalRegistrationID(), "not one shared publication either")
+	require.NoError(t, a.AddDestination(ctx, "aeron:udp?endpoint=10.9.9.9:5000"))
+	time.Sleep(300 * time.Millisecond)
+	for _, tr := range m.transports {
+		for to, ss := range setupsByAddress(tr) {
+			if to != "10.9.9.9:5000" {
+				continue
+			}
+			for k := range ss {
+				assert.Equal(t, a.SessionID(), k[1], "only a's session goes to a's destination")
+			}
+		}
+	}
+}
+
+// TestFailedEndpointNotJoined (review): after an endpoint's open failed,
+// a non-exclusive publication of the same channel and stream does not
+// join the dead publication: it opens the endpoint again.
+func TestFailedEndpointNotJoined(t *testing.T) {
+	m := &slowMedia{opened: make(chan struct{}, 8)}
+	d, err := Start(udpTestConfig(t), WithMedia(m))
+	require.NoError(t, err)
+	defer d.Close()
+	cl, err := client.Connect(context.Background(), client.Options{Dir: d.Dir(), OnError: func(error) {}})
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx := context.Background()
+	p1, err := cl.AddPublication(ctx, "aeron:udp?endpoint=10.0.0.3:4000|session-id=77", 1)
+	require.NoError(t, err)
+	<-m.opened
+	m.gate(0) <- errors.New("no route")
+	require.Eventually(t, func() bool { return p1.ChannelStatus() == client.ChannelStatusErrored }, 5*time.Second, time.Millisecond)
+	p2, err := cl.AddPublication(ctx, "aeron:udp?endpoint=10.0.0.3:4000|session-id=77", 1)
+	require.NoError(t, err, "the dead publication holds neither the stream nor its session id")
+	require.NotEqual(t, p1.OriginalRegistrationID(), p2.OriginalRegistrationID())
+	select {
+	case <-m.opened:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no new open")
+	}
+	m.gate(1) <- nil
+	require.Eventually(t, func() bool { return p2.ChannelStatus() == client.ChannelStatusActive }, 5*time.Second, time.Millisecond)
+}
+
+// TestNamedEndpointOneAddress (review): publications that share an
+// endpoint named by a host name send to its one current address, even
+// when the name resolves elsewhere by the time a later one is added.
+func TestNamedEndpointOneAddress(t *testing.T) {
+	addr := netip.MustParseAddr("10.0.0.2")
+	var mu sync.Mutex
+	lookupNetIP = func(_ context.Context, _, host string) ([]netip.Addr, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return []netip.Addr{addr}, nil
+	}
+	t.Cleanup(func() { lookupNetIP = net.DefaultResolver.LookupNetIP })
+	m := &fakeMedia{}
+	cfg := udpTestConfig(t)
+	cfg.ReResolutionCheckInterval = 0
+	d, err := Start(cfg, WithMedia(m))
+	require.NoError(t, err)
+	defer d.Close()
+	cl, err := client.Connect(context.Background(), client.Options{Dir: d.Dir()})
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx := context.Background()
+	_, err = cl.AddPublication(ctx, "aeron:udp?endpoint=peer.test:4000", 1)
+	require.NoError(t, err)
+	mu.Lock()
+	addr = netip.MustParseAddr("10.0.0.3")
+	mu.Unlock()
+	_, err = cl.AddPublication(ctx, "aeron:udp?endpoint=peer.test:4000", 2)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		got := setupsByAddress(m.transports[0])
+		return len(got["10.0.0.2:4000"]) == 2
+	}, 5*time.Second, time.Millisecond, "both streams' SETUPs to the endpoint's address")
+	require.Len(t, m.transports, 1)
+	require.Empty(t, setupsByAddress(m.transports[0])["10.0.0.3:4000"])
+}

@@ -1,0 +1,74 @@
+//go:build linux
+
+package ib_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/internal/testutil"
+)
+
+// TestIBLinkOutage (issue 29): the rxe netdev goes down for a few seconds
+// in the middle of an aeron:ib stream between two drivers in one guest;
+// every message must still arrive once and in order, and a publication
+// added afterwards must connect. IBGO_OUTAGE_SECONDS sets the outage
+// (default 4).
+func TestIBLinkOutage(t *testing.T) {
+	vm := testutil.OneNode(t)
+	outage := 4 * time.Second
+	if s := os.Getenv("IBGO_OUTAGE_SECONDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		require.NoError(t, err)
+		outage = time.Duration(n) * time.Second
+	}
+	for _, qp := range []string{"ud", "rc"} {
+		t.Run(qp, func(t *testing.T) {
+			dp, mp := startIB(t, nil)
+			ds, ms := startIB(t, nil)
+			ctx := context.Background()
+			ch := fmt.Sprintf("aeron:ib?endpoint=%s:%d|mtu=1024|ib-qp=%s", vm.IP, map[string]int{"ud": 24641, "rc": 24642}[qp], qp)
+			sub, err := connectTo(t, ds).AddSubscription(ctx, ch, 1001)
+			require.NoError(t, err)
+			pub, err := connectTo(t, dp).AddPublication(ctx, ch, 1001)
+			require.NoError(t, err)
+			waitUntil(t, "connected", deadline, func() bool { return pub.IsConnected() && sub.IsConnected() })
+			const n = 60_000
+			r := newReceiver(sub, 0)
+			done := make(chan error, 1)
+			go func() { done <- r.until(n, 5*deadline) }()
+			offerAll(t, pub, 0, n/3, deadline)
+			link := func(state string) {
+				out, err := exec.Command("ip", "link", "set", vm.Netdev, state).CombinedOutput()
+				require.NoError(t, err, "ip link set %s %s: %s", vm.Netdev, state, out)
+			}
+			link("down")
+			start := time.Now()
+			up := make(chan time.Duration, 1)
+			timer := time.AfterFunc(outage, func() {
+				_ = exec.Command("ip", "link", "set", vm.Netdev, "up").Run()
+				up <- time.Since(start)
+			})
+			t.Cleanup(func() { timer.Stop(); _ = exec.Command("ip", "link", "set", vm.Netdev, "up").Run() })
+			offerAll(t, pub, n/3, n, 2*deadline)
+			t.Logf("%s: link was down for %v", qp, (<-up).Round(time.Millisecond))
+			require.NoError(t, <-done, "%s: every message once and in order across the outage", qp)
+			t.Logf("%s: publisher medium: QP restarts %d, resolve errors %d, re-resolutions %d, rc lost %d; subscriber: QP restarts %d, rc lost %d",
+				qp, mp.QPRestarts.Load(), mp.ResolveErrors.Load(), mp.Reresolves.Load(), mp.RC.Lost.Load(), ms.QPRestarts.Load(), ms.RC.Lost.Load())
+
+			// a publication added after the outage connects
+			p2, err := connectTo(t, dp).AddPublication(ctx, ch, 1002)
+			require.NoError(t, err)
+			s2, err := connectTo(t, ds).AddSubscription(ctx, ch, 1002)
+			require.NoError(t, err)
+			waitUntil(t, "a new publication connects after the outage", deadline, func() bool { return p2.IsConnected() && s2.IsConnected() })
+		})
+	}
+}
