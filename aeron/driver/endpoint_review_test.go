@@ -38,12 +38,7 @@ func setupsByAddress(tr *fakeTransport) map[string]map[[2]int32]bool {
 // form, so one publication's destinations never receive another's stream.
 func TestManualMDCPublicationsNotShared(t *testing.T) {
 	m := &fakeMedia{}
-	d, err := Start(udpTestConfig(t), WithMedia(m))
-	require.NoError(t, err)
-	defer d.Close()
-	cl, err := client.Connect(context.Background(), client.Options{Dir: d.Dir()})
-	require.NoError(t, err)
-	defer cl.Close()
+	_, cl := startWithClient(t, udpTestConfig(t), m, client.Options{})
 	ctx := context.Background()
 	a, err := cl.AddExclusivePublication(ctx, "aeron:udp?control-mode=manual", 1)
 	require.NoError(t, err)
@@ -74,12 +69,7 @@ func TestManualMDCPublicationsNotShared(t *testing.T) {
 // join the dead publication: it opens the endpoint again.
 func TestFailedEndpointNotJoined(t *testing.T) {
 	m := &slowMedia{opened: make(chan struct{}, 8)}
-	d, err := Start(udpTestConfig(t), WithMedia(m))
-	require.NoError(t, err)
-	defer d.Close()
-	cl, err := client.Connect(context.Background(), client.Options{Dir: d.Dir(), OnError: func(error) {}})
-	require.NoError(t, err)
-	defer cl.Close()
+	_, cl := startWithClient(t, udpTestConfig(t), m, client.Options{OnError: func(error) {}})
 	ctx := context.Background()
 	p1, err := cl.AddPublication(ctx, "aeron:udp?endpoint=10.0.0.3:4000|session-id=77", 1)
 	require.NoError(t, err)
@@ -113,14 +103,9 @@ func TestNamedEndpointOneAddress(t *testing.T) {
 	m := &fakeMedia{}
 	cfg := udpTestConfig(t)
 	cfg.ReResolutionCheckInterval = 0
-	d, err := Start(cfg, WithMedia(m))
-	require.NoError(t, err)
-	defer d.Close()
-	cl, err := client.Connect(context.Background(), client.Options{Dir: d.Dir()})
-	require.NoError(t, err)
-	defer cl.Close()
+	_, cl := startWithClient(t, cfg, m, client.Options{})
 	ctx := context.Background()
-	_, err = cl.AddPublication(ctx, "aeron:udp?endpoint=peer.test:4000", 1)
+	_, err := cl.AddPublication(ctx, "aeron:udp?endpoint=peer.test:4000", 1)
 	require.NoError(t, err)
 	mu.Lock()
 	addr = netip.MustParseAddr("10.0.0.3")

@@ -24,12 +24,7 @@ import (
 // 28: before, aeron:ipc took any key and ignored it, and the network
 // media refused eos, sparse, pub-wnd, ssc and rejoin, which C honours).
 func TestChannelKeysImplementedOrRefused(t *testing.T) {
-	d, err := Start(udpTestConfig(t), WithMedia(&fakeMedia{}))
-	require.NoError(t, err)
-	defer d.Close()
-	cl, err := client.Connect(context.Background(), client.Options{Dir: d.Dir()})
-	require.NoError(t, err)
-	defer cl.Close()
+	d, cl := startWithClient(t, udpTestConfig(t), &fakeMedia{}, client.Options{})
 	ctx := context.Background()
 
 	refused := map[string]string{

@@ -241,12 +241,7 @@ func TestSendEndpointReResolves(t *testing.T) {
 	m := &fakeMedia{}
 	cfg := udpTestConfig(t)
 	cfg.ReResolutionCheckInterval = 20 * time.Millisecond
-	d, err := Start(cfg, WithMedia(m))
-	require.NoError(t, err)
-	defer d.Close()
-	cl, err := client.Connect(context.Background(), client.Options{Dir: d.Dir()})
-	require.NoError(t, err)
-	defer cl.Close()
+	d, cl := startWithClient(t, cfg, m, client.Options{})
 	ctx := context.Background()
 	pub, err := cl.AddPublication(ctx, "aeron:udp?endpoint=peer.test:4000", 1)
 	require.NoError(t, err)
@@ -287,4 +282,18 @@ func TestSendEndpointReResolves(t *testing.T) {
 		}
 		return false
 	}, 10*time.Second, time.Millisecond, "the failed re-resolution is in the error log")
+}
+
+// startWithClient starts a driver with medium m and connects a client to
+// it (opts.Dir is set); both close with the test.
+func startWithClient(t *testing.T, cfg Config, m Media, opts client.Options) (*Driver, *client.Client) {
+	t.Helper()
+	d, err := Start(cfg, WithMedia(m))
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	opts.Dir = d.Dir()
+	cl, err := client.Connect(context.Background(), opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	return d, cl
 }
