@@ -332,6 +332,8 @@ func (q *cq) ReqNotify(solicitedOnly bool) error {
 	return nil
 }
 
+var _ interface{ Event() } = (*cq)(nil) // uverbs.CompChannel.GetEvent calls it
+
 // Event must be called for each completion event read for this CQ
 // (rdma-core mlx5_cq_event): the next arm carries the next sequence number.
 func (q *cq) Event() {

@@ -91,8 +91,18 @@ func (ch *CompChannel) GetEvent(ctx context.Context) (*CQ, error) {
 		return nil, opErr(ch.ctx.dev.Name, "get cq event", fmt.Errorf("event for unknown CQ id %d", id))
 	}
 	cq.compEvents.Add(1)
+	if e, ok := cq.drv.(cqEventHook); ok {
+		// the provider's cq_event (libibverbs' ibv_get_cq_event calls
+		// it): mlx5 advances the arm sequence number, without which the
+		// HCA ignores the re-arms after the first event
+		e.Event()
+	}
 	return cq, nil
 }
+
+// cqEventHook is implemented by a provider's CQ that must see each
+// completion event read for it (rdma-core's cq_event op).
+type cqEventHook interface{ Event() }
 
 // eventErr maps the poller's "closed" to ErrClosed.
 func eventErr(err error) error {

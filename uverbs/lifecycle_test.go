@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -508,4 +509,46 @@ func TestOversizedArgumentsRefused(t *testing.T) {
 		require.ErrorIs(t, err, sys.EINVAL, "size %d", size)
 		require.ErrorContains(t, err, strconv.Itoa(size))
 	}
+}
+
+// eventCQ is a provider CQ that counts the completion events it is told
+// of (rdma-core's cq_event op).
+type eventCQ struct {
+	fakeCQ
+	events atomic.Int32
+}
+
+func (c *eventCQ) Event() { c.events.Add(1) }
+
+// Issue 30, item 2: GetEvent tells the provider's CQ of each event, as
+// libibverbs' ibv_get_cq_event calls cq_event: mlx5 advances its arm
+// sequence number there, and re-arms with a stale one are ignored by the
+// HCA. Before, the hook had no caller.
+func TestGetEventCallsProviderHook(t *testing.T) {
+	k := newFakeKernel(t, true, nil)
+	r, w, err := sys.Pipe()
+	require.NoError(t, err)
+	defer w.Close()
+	pfd, err := sys.NewPollFD(r, "fake-channel")
+	require.NoError(t, err)
+	ch := &CompChannel{fd: pfd}
+	ch.ctx, ch.kind, ch.id = k.c, kindCompChannel, 100
+	k.c.live[100] = ch
+	drv := &eventCQ{}
+	cq := &CQ{drv: drv}
+	cq.ctx, cq.kind, cq.id = k.c, kindCQ, 7
+	k.c.live[7] = cq
+	a, err := sys.NewArena(16)
+	require.NoError(t, err)
+	defer a.Close()
+	for i := 0; i < 2; i++ {
+		b, _ := a.AllocBuf(8)
+		binary.LittleEndian.PutUint64(b.Bytes(), 7)
+		require.NoError(t, sys.Write(w, b))
+		got, err := ch.GetEvent(context.Background())
+		require.NoError(t, err)
+		require.Same(t, cq, got)
+		require.EqualValues(t, i+1, drv.events.Load(), "the provider saw event %d", i+1)
+	}
+	require.NoError(t, ch.Close())
 }
