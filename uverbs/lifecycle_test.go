@@ -273,18 +273,25 @@ func TestSRQModifyRejectedCallsModified(t *testing.T) {
 	k.c.fd = k.w
 }
 
-// Defect 11: concurrent GetEvent calls must not share a read buffer (the
-// race detector reports it; each caller must also get its own event).
-func TestCompChannelConcurrentGetEvent(t *testing.T) {
-	k := newFakeKernel(t, true, nil)
+// fakeCompChannel is a completion channel of k read from a pipe: the test
+// writes event records (a CQ id each) to w, which closes with the test.
+func fakeCompChannel(t *testing.T, k *fakeKernel) (*CompChannel, *sys.FD) {
 	r, w, err := sys.Pipe()
 	require.NoError(t, err)
-	defer w.Close()
+	t.Cleanup(func() { w.Close() })
 	pfd, err := sys.NewPollFD(r, "fake-channel")
 	require.NoError(t, err)
 	ch := &CompChannel{fd: pfd}
 	ch.ctx, ch.kind, ch.id = k.c, kindCompChannel, 100
 	k.c.live[100] = ch
+	return ch, w
+}
+
+// Defect 11: concurrent GetEvent calls must not share a read buffer (the
+// race detector reports it; each caller must also get its own event).
+func TestCompChannelConcurrentGetEvent(t *testing.T) {
+	k := newFakeKernel(t, true, nil)
+	ch, w := fakeCompChannel(t, k)
 	const n = 8
 	cqs := map[*CQ]bool{}
 	for i := 1; i <= n; i++ {
@@ -526,14 +533,7 @@ func (c *eventCQ) Event() { c.events.Add(1) }
 // HCA. Before, the hook had no caller.
 func TestGetEventCallsProviderHook(t *testing.T) {
 	k := newFakeKernel(t, true, nil)
-	r, w, err := sys.Pipe()
-	require.NoError(t, err)
-	defer w.Close()
-	pfd, err := sys.NewPollFD(r, "fake-channel")
-	require.NoError(t, err)
-	ch := &CompChannel{fd: pfd}
-	ch.ctx, ch.kind, ch.id = k.c, kindCompChannel, 100
-	k.c.live[100] = ch
+	ch, w := fakeCompChannel(t, k)
 	drv := &eventCQ{}
 	cq := &CQ{drv: drv}
 	cq.ctx, cq.kind, cq.id = k.c, kindCQ, 7

@@ -1150,3 +1150,5 @@ func (e *receiveEndpoint) hasImageOf(streamID int32) bool {
 	}
 	return false
 }
+
+// rejectImage is REJECT_IMAGE (aeron_driver_conductor_on_invalidate_image):

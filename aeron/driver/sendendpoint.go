@@ -460,7 +460,6 @@ func (c *conductor) onPublicationError(pe cnc.PublicationError) {
 	c.transmit(cnc.RspOnPublicationError, cnc.AppendPublicationError(c.buf[:0], pe))
 }
 
-// rejectImage is REJECT_IMAGE (aeron_driver_conductor_on_invalidate_image):
 // the network image stops taking data and answers its publication with
 // ERR frames instead of status messages, so the publication learns it was
 // rejected and the image ends at its liveness timeout.
