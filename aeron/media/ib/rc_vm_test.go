@@ -59,10 +59,22 @@ func requireNoErrorLog(t *testing.T, d *driver.Driver) {
 
 func requireCleanRC(t *testing.T, m *ib.Media) {
 	t.Helper()
+	require.Zero(t, m.ResolveErrors.Load(), "failed dials")
+	requireCleanRCLink(t, m)
+}
+
+// requireCleanRCLink is requireCleanRC for a lossy link: a CM exchange
+// whose MADs netem dropped more often than the CM retries them fails one
+// dial, which the dial loop repeats (the count is logged, not asserted);
+// every connection made must still hold.
+func requireCleanRCLink(t *testing.T, m *ib.Media) {
+	t.Helper()
+	if n := m.ResolveErrors.Load(); n > 0 {
+		t.Logf("failed dials (repeated by the dial loop): %d", n)
+	}
 	require.Zero(t, m.RecvErrors.Load(), "receive completions in error")
 	require.Zero(t, m.SendErrors.Load(), "send completions in error")
 	require.Zero(t, m.Unresolved.Load(), "frames from an unknown connection")
-	require.Zero(t, m.ResolveErrors.Load(), "failed dials")
 	require.Zero(t, m.RC.Lost.Load(), "connections lost")
 	require.Zero(t, m.RC.Rejected.Load(), "connections rejected")
 	require.Zero(t, m.RC.Flushed.Load(), "flushed work requests")
@@ -345,7 +357,7 @@ func TestIBRCNetemTwoNodes(t *testing.T) {
 		t.Logf("node 2: longest stall between deliveries %v", stall)
 		t.Logf("node 2: %d messages in order; rxe: duplicate requests %d, out-of-sequence requests %d",
 			n, rxeCounter("duplicate_request"), rxeCounter("out_of_seq_request"))
-		requireCleanRC(t, m)
+		requireCleanRCLink(t, m)
 		var conn net.Conn
 		for end := time.Now().Add(deadline); ; {
 			conn, err = net.DialTimeout("tcp", net.JoinHostPort(vm.Peer, strconv.Itoa(donePort)), 5*time.Second)
@@ -405,7 +417,7 @@ func TestIBRCNetemTwoNodes(t *testing.T) {
 	t.Logf("node 1: rxe requester retries %d, rnr retries %d; frames dropped on a full send queue %d",
 		retries, rxeCounter("rcvd_rnr_err"), m.RC.Dropped.Load())
 	require.Positive(t, retries, "the loss was repaired by the QP's retransmission")
-	requireCleanRC(t, m)
+	requireCleanRCLink(t, m)
 	_, err = conn.Write([]byte("checked\n"))
 	require.NoError(t, err, "releasing node 2")
 }
