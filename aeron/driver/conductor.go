@@ -304,18 +304,6 @@ func (c *conductor) imageGone(regID int64, streamID int32, sp *subscriberPositio
 		CorrelationID: regID, SubscriptionRegistrationID: sp.sub.regID, StreamID: streamID, Channel: sp.sub.channel}))
 }
 
-// releaseSubscribers ends image regID for every subscriber in sps: the
-// active ones are told (set-aside ones were told when set aside), and all
-// their position counters are freed.
-func (c *conductor) releaseSubscribers(regID int64, streamID int32, sps []*subscriberPosition) {
-	for _, sp := range sps {
-		if sp.state == tetherActive {
-			c.imageGone(regID, streamID, sp)
-		}
-		_ = c.counters.Free(sp.id)
-	}
-}
-
 func (c *conductor) transmit(typeID int32, msg []byte) {
 	if err := c.bc.Transmit(typeID, msg); err != nil {
 		c.recordError(cnc.ErrorCodeGenericError, "broadcast: "+err.Error())

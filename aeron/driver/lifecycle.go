@@ -53,53 +53,6 @@ func (s imageState) String() string {
 	return fmt.Sprintf("imageState(%d)", int(s))
 }
 
-// The subscribable of a publication or image (aeron_driver_subscribable_t):
-// its subscriber positions, of which those resting (untethered, set aside)
-// do not count.
-
-// working is aeron_driver_subscribable_has_working_positions: some
-// position not resting counts.
-func working(sps []*subscriberPosition) bool {
-	for _, sp := range sps {
-		if sp.state != tetherResting {
-			return true
-		}
-	}
-	return false
-}
-
-// reached says every position not resting is at pos or beyond (the
-// is_drained and spies_finished_consuming checks).
-func reached(sps []*subscriberPosition, pos int64) bool {
-	for _, sp := range sps {
-		if sp.state != tetherResting && sp.pos.Load() < pos {
-			return false
-		}
-	}
-	return true
-}
-
-// slowest is pos, or the slowest position not resting if it is behind
-// (the join positions of C's publications and images).
-func slowest(sps []*subscriberPosition, pos int64) int64 {
-	for _, sp := range sps {
-		if sp.state != tetherResting {
-			pos = min(pos, sp.pos.Load())
-		}
-	}
-	return pos
-}
-
-// fastest is pos, or the fastest position not resting if it is ahead.
-func fastest(sps []*subscriberPosition, pos int64) int64 {
-	for _, sp := range sps {
-		if sp.state != tetherResting {
-			pos = max(pos, sp.pos.Load())
-		}
-	}
-	return pos
-}
-
 // unblockLog mirrors aeron_logbuffer_unblocker_unblock: a claim that was
 // never committed at blockedPosition (its publisher died between claim and
 // commit) is turned into padding, or the log rotated past it, so that the
@@ -196,7 +149,7 @@ func (c *conductor) reportInFlightAtShutdown() {
 			continue
 		}
 		produced := p.producerPosition()
-		for _, sp := range p.subscribers {
+		for _, sp := range p.subs.positions {
 			if read := sp.pos.Load(); sp.state != tetherResting && read < produced {
 				c.publicationEndedShort(p.regID, p.sessionID, p.streamID, p.channel, read, produced,
 					fmt.Sprintf("%s before subscription %d read it", why, sp.sub.regID))

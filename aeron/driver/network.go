@@ -487,7 +487,7 @@ func (c *conductor) unlinkNetworkSubscription(s *subLink) {
 		// An image nobody wants any more goes now rather than at the
 		// liveness timeout; a new subscription gets a fresh one from the
 		// next SETUP it elicits.
-		if len(im.subscribers) == 0 && !e.conductorInterested(im.streamID, im.sessionID) {
+		if len(im.subs.positions) == 0 && !e.conductorInterested(im.streamID, im.sessionID) {
 			im.close(c)
 		}
 	}

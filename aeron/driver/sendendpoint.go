@@ -460,44 +460,6 @@ func (c *conductor) onPublicationError(pe cnc.PublicationError) {
 	c.transmit(cnc.RspOnPublicationError, cnc.AppendPublicationError(c.buf[:0], pe))
 }
 
-// the network image stops taking data and answers its publication with
-// ERR frames instead of status messages, so the publication learns it was
-// rejected and the image ends at its liveness timeout.
-func (c *conductor) rejectImage(correlationID int64, cmd cnc.RejectImageCommand) error {
-	if len(cmd.Reason) > protocol.ErrorMaxTextLength {
-		return fail(cnc.ErrorCodeGenericError, "Invalidation reason_text must be %d bytes or less", protocol.ErrorMaxTextLength)
-	}
-	for _, e := range c.endpoints {
-		for _, im := range e.images {
-			if im.regID != cmd.ImageCorrelationID {
-				continue
-			}
-			ef := protocol.ErrorFrame{SessionID: im.sessionID, StreamID: im.streamID, ReceiverID: im.receiverID,
-				ErrorCode: cnc.ErrorCodeImageRejected, Message: []byte(cmd.Reason)}
-			if e.hasGroupTag {
-				ef.Flags, ef.GroupTag = protocol.ErrorFlagGroupTag, e.groupTag
-			}
-			frame := make([]byte, ef.EncodedLength())
-			if _, err := ef.Encode(frame); err != nil {
-				return fail(cnc.ErrorCodeGenericError, "reject image %d: %v", cmd.ImageCorrelationID, err)
-			}
-			c.receiverProxy.offer(func() { im.rejected = frame })
-			c.sys[sysImagesRejected].Add(1)
-			fmt.Fprintf(c.log, "image %d (session %d stream %d) rejected: %s\n", im.regID, im.sessionID, im.streamID, cmd.Reason)
-			c.transmit(cnc.RspOnOperationSuccess, cnc.AppendID(c.buf[:0], correlationID))
-			return nil
-		}
-	}
-	for _, p := range c.pubs {
-		if p.regID == cmd.ImageCorrelationID {
-			// C puts the IPC publication in a cool-down without its
-			// subscribers (aeron_ipc_publication_reject)
-			return fail(cnc.ErrorCodeGenericError, "rejecting IPC image %d is not supported by this driver yet", cmd.ImageCorrelationID)
-		}
-	}
-	return fail(cnc.ErrorCodeGenericError, "Unable to resolve image for correlationId=%d", cmd.ImageCorrelationID)
-}
-
 // reresolveAfterNs: a send endpoint named by a host name is resolved
 // again once no status message came for this long
 // (AERON_SEND_CHANNEL_ENDPOINT_DESTINATION_TIMEOUT_NS); a variable for

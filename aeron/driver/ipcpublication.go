@@ -137,23 +137,13 @@ type ipcPublication struct {
 
 	pubLmtID, pubPosID int32
 	pubLmt, pubPos     *atomic.Int64
-	subscribers        []*subscriberPosition
+	subs               subscribable
 	consumerPosition   int64
 	cleanPosition      int64
 	tripLimit          int64
 	blocked            blockedCheck
 	stateSinceNs       int64
 	lastTetherCheckNs  int64
-}
-
-type subscriberPosition struct {
-	sub *subLink
-	id  int32
-	pos *atomic.Int64
-	// untethered subscriptions (aeron_tetherable_position_t): state and
-	// when it last changed or, while active, last kept up
-	state        tetherState
-	lastUpdateNs int64
 }
 
 // untetheredTimeouts are a publication's or image's untethered-subscription
@@ -241,6 +231,7 @@ func newIPCPublication(c *conductor, cl *clientSession, regID int64, streamID in
 	if params.hasPosition {
 		p.initialTermID = params.initialTermID
 	}
+	p.subs.image = cnc.ImageReady{CorrelationID: regID, SessionID: p.sessionID, StreamID: streamID, LogFile: path, SourceIdentity: "aeron:ipc"}
 	m := log.Metadata()
 	start := c.initPublicationMetadata(m, regID, p.sessionID, streamID, p.initialTermID, p.termWindow, p.positionBitsToShift, params)
 	p.consumerPosition, p.cleanPosition, p.tripLimit = start, start, start
@@ -307,12 +298,8 @@ func (p *ipcPublication) producerPosition() int64 {
 func (p *ipcPublication) joinPosition() int64 {
 	// the consumer position is the fastest reader, sampled now rather than
 	// at the last duty cycle
-	return slowest(p.subscribers, fastest(p.subscribers, p.consumerPosition))
+	return p.subs.slowest(p.subs.fastest(p.consumerPosition))
 }
-
-// working says some subscriber counts for the limit
-// (aeron_driver_subscribable_has_working_positions).
-func (p *ipcPublication) working() bool { return working(p.subscribers) }
 
 // checkUntethered sets aside an untethered subscriber that fell more than
 // three quarters of the window behind the fastest for the window-limit
@@ -321,50 +308,20 @@ func (p *ipcPublication) working() bool { return working(p.subscribers) }
 // (aeron_ipc_publication_check_untethered_subscriptions).
 func (p *ipcPublication) checkUntethered(c *conductor) {
 	limit := p.consumerPosition - p.termWindow + p.termWindow/4
-	checkTether(c.nowNs, p.subscribers, limit, p.params.untethered(),
-		func(sp *subscriberPosition) {
-			c.imageGone(p.regID, p.streamID, sp)
-			fmt.Fprintf(c.log, "publication %d: untethered subscription %d set aside (linger)\n", p.regID, sp.sub.regID)
-		},
-		func(sp *subscriberPosition) {
-			join := p.joinPosition()
-			sp.pos.Store(join)
-			c.transmit(cnc.RspOnAvailableImage, cnc.AppendImageReady(c.buf[:0], cnc.ImageReady{
-				CorrelationID: p.regID, SessionID: p.sessionID, StreamID: p.streamID, SubscriptionRegistrationID: sp.sub.regID,
-				SubscriberPositionID: sp.id, LogFile: p.logFile, SourceIdentity: "aeron:ipc"}))
-			fmt.Fprintf(c.log, "publication %d: untethered subscription %d rejoins at %d\n", p.regID, sp.sub.regID, join)
-		})
+	p.subs.checkUntethered(c, "publication "+strconv.FormatInt(p.regID, 10), limit, p.params.untethered(), p.joinPosition)
 }
 
 func (p *ipcPublication) addSubscriber(c *conductor, s *subLink) {
-	join := p.joinPosition()
-	key := streamKey(c.keyBuf, s.regID, p.sessionID, p.streamID, s.channel)
-	id, err := c.counters.Allocate(cnc.TypeSubscriberPosition, key, streamLabel("sub-pos", s.regID, p.sessionID, p.streamID, s.channel, "@"+strconv.FormatInt(join, 10)))
-	if err != nil {
+	if err := p.subs.link(c, s, p.joinPosition()); err != nil {
 		c.onError(s.regID, cnc.ErrorCodeGenericError, err.Error())
 		return
 	}
-	c.counters.SetRegistrationID(id, s.regID)
-	c.counters.SetOwnerID(id, s.client.id)
-	c.counters.SetReferenceID(id, p.regID)
-	sp := &subscriberPosition{sub: s, id: id, pos: c.counters.Value(id), lastUpdateNs: c.nowNs}
-	sp.pos.Store(join)
-	p.subscribers = append(p.subscribers, sp)
 	p.log.Metadata().SetIsConnected(true)
-	c.transmit(cnc.RspOnAvailableImage, cnc.AppendImageReady(c.buf[:0], cnc.ImageReady{
-		CorrelationID: p.regID, SessionID: p.sessionID, StreamID: p.streamID, SubscriptionRegistrationID: s.regID,
-		SubscriberPositionID: id, LogFile: p.logFile, SourceIdentity: "aeron:ipc"}))
 }
 
 func (p *ipcPublication) removeSubscriber(c *conductor, s *subLink) {
-	for i, sp := range p.subscribers {
-		if sp.sub == s {
-			_ = c.counters.Free(sp.id)
-			p.subscribers = append(p.subscribers[:i], p.subscribers[i+1:]...)
-			break
-		}
-	}
-	if len(p.subscribers) == 0 {
+	p.subs.unlink(c, s)
+	if len(p.subs.positions) == 0 {
 		p.log.Metadata().SetIsConnected(false)
 	}
 }
@@ -398,7 +355,7 @@ func (p *ipcPublication) updateActive(c *conductor) int {
 		p.lastTetherCheckNs = c.nowNs
 		p.checkUntethered(c)
 	}
-	if p.working() {
+	if p.subs.working() {
 		minPos := p.updateConsumerPosition()
 		// Move the limit only in steps of tripGain, as the C driver does:
 		// a limit written every cycle would count as work and keep the
@@ -428,16 +385,8 @@ func (p *ipcPublication) updateActive(c *conductor) int {
 // updateConsumerPosition sets the consumer position to the fastest
 // subscriber that counts and returns the slowest.
 func (p *ipcPublication) updateConsumerPosition() int64 {
-	minPos, maxPos := int64(math.MaxInt64), p.consumerPosition
-	for _, sp := range p.subscribers {
-		if sp.state == tetherResting {
-			continue
-		}
-		v := sp.pos.Load()
-		minPos, maxPos = min(minPos, v), max(maxPos, v)
-	}
-	p.consumerPosition = maxPos
-	return minPos
+	p.consumerPosition = p.subs.fastest(p.consumerPosition)
+	return p.subs.slowest(math.MaxInt64)
 }
 
 // updateDraining waits, as C does, for every subscriber that counts to read
@@ -452,7 +401,7 @@ func (p *ipcPublication) updateDraining(c *conductor) int {
 		p.state, p.stateSinceNs = pubLinger, c.nowNs
 		return 1
 	}
-	if len(p.subscribers) > 0 {
+	if len(p.subs.positions) > 0 {
 		p.updateConsumerPosition()
 	}
 	if unblockLog(p.log, &p.hw, p.termLength, p.positionBitsToShift, p.consumerPosition) {
@@ -482,7 +431,7 @@ func (p *ipcPublication) startDraining(c *conductor) {
 
 // drained is aeron_ipc_publication_is_drained: every subscriber not
 // resting read up to the producer position.
-func (p *ipcPublication) drained() bool { return reached(p.subscribers, p.producerPosition()) }
+func (p *ipcPublication) drained() bool { return p.subs.reached(p.producerPosition()) }
 
 // acceptingSubscriptions is aeron_ipc_publication_is_accepting_subscriptions:
 // active, or draining with data a subscriber has not read yet.
@@ -493,8 +442,7 @@ func (p *ipcPublication) acceptingSubscriptions() bool {
 // endImages tells every subscriber the image is gone
 // (ON_UNAVAILABLE_IMAGE) and frees their positions.
 func (p *ipcPublication) endImages(c *conductor) {
-	c.releaseSubscribers(p.regID, p.streamID, p.subscribers)
-	p.subscribers = nil
+	p.subs.release(c)
 	p.log.Metadata().SetIsConnected(false)
 }
 
@@ -503,7 +451,7 @@ func (p *ipcPublication) close(c *conductor) {
 	if p.state == pubDone {
 		return
 	}
-	if p.subscribers != nil {
+	if len(p.subs.positions) > 0 {
 		p.endImages(c)
 	}
 	// The log goes before the counters, so that whoever sees the counters
