@@ -180,10 +180,10 @@ grep -q 'Bytes sent' "$WORK/AeronStat.log" && grep -q 'Control protocol version'
 ok=$?
 result "AeronStat -w false" $([ "$rc" = 0 ] && [ $ok = 0 ] && [ "$rows" -gt 30 ] && echo 0 || echo 1) "exit $rc, $rows counter rows"
 
-# A response channel (control-mode=response) is refused by ibgo driver
-# (not supported yet); the refusal must show in the distinct error log
-# that ErrorStat reads.
-run 20 udp-publisher "$BIN/basic_publisher" -p "$D" -c 'aeron:udp?control=127.0.0.1:40457|control-mode=response' -m 1 -l 0
+# A channel asking for Aeron Transport Security (ats=true) is refused by
+# ibgo driver, as by the C driver 1.48; the refusal must show in the
+# distinct error log that ErrorStat reads.
+run 20 udp-publisher "$BIN/basic_publisher" -p "$D" -c 'aeron:udp?endpoint=127.0.0.1:40457|ats=true' -m 1 -l 0
 run 20 ErrorStat "$BIN/ErrorStat" -d "$D"
 rc=$?
 grep -q 'distinct error' "$WORK/ErrorStat.log" && grep -q 'udp' "$WORK/ErrorStat.log"

@@ -104,6 +104,10 @@ type subLink struct {
 	// endpoint (canonicalSendChannel)
 	spy          bool
 	spyCanonical string
+	// awaitingResponse: a response subscription (control-mode=response)
+	// that has not learnt its session from a RSP_SETUP; it matches no
+	// image and the receiver does not have it yet
+	awaitingResponse bool
 }
 
 type counterLink struct {
@@ -644,7 +648,7 @@ func (c *conductor) addPublication(cl *clientSession, cmd cnc.PublicationCommand
 		PublicationLimitCounterID: pub.pubLmtID, ChannelStatusIndicatorID: channelStatusNotAllocated, LogFile: pub.logFile}))
 	if pub.refCount == 1 {
 		for _, s := range c.subs {
-			if s.matches(pub) {
+			if s.readsIPC(pub) {
 				pub.addSubscriber(c, s)
 			}
 		}
@@ -677,7 +681,8 @@ func (c *conductor) unlinkPublication(link *pubLink) {
 	}
 }
 
-func (s *subLink) matches(p *ipcPublication) bool {
+// readsIPC says IPC subscription s reads publication p.
+func (s *subLink) readsIPC(p *ipcPublication) bool {
 	return s.endpoint == "" && !s.spy && p.acceptingSubscriptions() && p.streamID == s.streamID && (!s.hasSession || s.sessionID == p.sessionID)
 }
 
@@ -699,7 +704,7 @@ func (c *conductor) addSubscription(cl *clientSession, cmd cnc.SubscriptionComma
 	c.subs[s.regID] = s
 	c.transmit(cnc.RspOnSubscriptionReady, cnc.AppendIDAndCounter(c.buf[:0], cmd.CorrelationID, channelStatusNotAllocated))
 	for _, p := range c.pubs {
-		if s.matches(p) {
+		if s.readsIPC(p) {
 			p.addSubscriber(c, s)
 		}
 	}

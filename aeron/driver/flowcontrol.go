@@ -459,6 +459,12 @@ func (p *networkPublication) onStatusMessage(c *sender, sm *protocol.StatusMessa
 		p.receivers[sm.ReceiverID] = c.nowNs
 		p.shouldSendSetup = false
 		p.hasInitialConnection = true
+		if !p.responseConnected && p.params.responseCorrelationID != -1 && c.toConductor != nil {
+			// the request image stops sending RSP_SETUP (a request
+			// publication's id names a subscription, which no image has)
+			cd, id := c.conductor, p.params.responseCorrelationID
+			p.responseConnected = c.toConductor.tryOffer(func() { cd.onResponseConnected(id) })
+		}
 	}
 	p.hasReceivers.Store(len(p.receivers) > 0)
 	p.setSenderLimit(p.fc.onStatusMessage(sm, p.senderLimit, p.initialTermID, p.positionBitsToShift, c.nowNs))

@@ -37,6 +37,13 @@ type publicationImage struct {
 	// messages once a client rejected it (REJECT_IMAGE); nil before.
 	// The receiver's.
 	rejected []byte
+	// sendResponseSetup: the SETUP asked for a response channel
+	// (SEND_RESPONSE), fixed at creation; responseSession is the session
+	// of the response publication answering it (responseSessionNone when
+	// none, or once it connected), sent as RSP_SETUP with every status
+	// message (conductor writes, receiver reads)
+	sendResponseSetup bool
+	responseSession   atomic.Int64
 
 	log                 *logbuffer.LogBuffer
 	logFile             string
@@ -119,7 +126,7 @@ type publicationImage struct {
 func (e *receiveEndpoint) imageSparse(c *conductor, streamID, sessionID int32) bool {
 	sparse, oldest := c.cfg.TermBufferSparseFile, int64(math.MaxInt64)
 	for _, s := range e.subs {
-		if s.streamID == streamID && (!s.hasSession || s.sessionID == sessionID) && s.regID < oldest {
+		if s.matches(streamID, sessionID) && s.regID < oldest {
 			sparse, oldest = s.sparse, s.regID
 		}
 	}
@@ -155,6 +162,8 @@ func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, fr
 	im.window = im.cc.initialWindow()
 	im.onGap = im.recordGap
 	im.group = e.imageGroup(s.Flags)
+	im.sendResponseSetup = s.Flags&protocol.SetupFlagSendResponse != 0
+	im.responseSession.Store(responseSessionNone)
 	im.untethered = e.untethered
 	m := log.Metadata()
 	m.SetCorrelationID(regID)
@@ -510,6 +519,13 @@ func (im *publicationImage) sendStatus(r *receiver, pos, window int64) {
 	n, _ := sm.Encode(im.ctl[:])
 	im.sendControl(r, im.ctl[:n])
 	r.sys[sysStatusMessagesSent].Add(1)
+	if rs := im.responseSession.Load(); rs >= math.MinInt32 && rs <= math.MaxInt32 {
+		// the requester learns which session answers it
+		// (aeron_publication_image_send_pending_status_message)
+		rsp := protocol.ResponseSetup{SessionID: im.sessionID, StreamID: im.streamID, ResponseSessionID: int32(rs)}
+		n, _ := rsp.Encode(im.ctl[:])
+		im.sendControl(r, im.ctl[:n])
+	}
 }
 
 // close makes the image unavailable to its subscribers and has the

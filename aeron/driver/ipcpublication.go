@@ -42,11 +42,19 @@ type ipcParams struct {
 	// init-term-id, term-id, term-offset: start at a position
 	hasPosition                    bool
 	initialTermID, termID, termOff int32
+	// responseCorrelationID is response-correlation-id= (-1 without): on
+	// a request publication the response subscription's registration id,
+	// on a response publication (control-mode=response) the request
+	// image's correlation id
+	responseCorrelationID int64
 }
 
 func parseIPCParams(u *uri.ChannelURI, cfg Config) (ipcParams, error) {
 	p := ipcParams{termLength: cfg.IPCTermBufferLength, mtu: cfg.IPCMTULength, linger: cfg.PublicationLingerTimeout.Nanoseconds(),
-		sparse: cfg.TermBufferSparseFile, signalEOS: true, ssc: cfg.SpiesSimulateConnection}
+		sparse: cfg.TermBufferSparseFile, signalEOS: true, ssc: cfg.SpiesSimulateConnection, responseCorrelationID: -1}
+	if v, ok := u.Int(uri.KeyResponseCorrelationID); ok {
+		p.responseCorrelationID = v
+	}
 	if v, ok := u.Bool(uri.KeySparse); ok {
 		p.sparse = v
 	}

@@ -41,13 +41,14 @@ var driverKeys = map[string]keyMedia{
 	uri.KeySocketRcvbuf: onNetwork, uri.KeyReceiverWindow: onNetwork, uri.KeyFlowControl: onNetwork,
 	uri.KeyGroupTag: onNetwork, uri.KeyGroup: onNetwork, uri.KeyReliable: onNetwork,
 	uri.KeyMaxResend: onNetwork, uri.KeyNakDelay: onNetwork, uri.KeyCongestionControl: onNetwork,
+	// response channels (control-mode=response)
+	uri.KeyResponseCorrelationID: onNetwork,
 }
 
 // notSupportedKeys are the C driver's keys ibgo does not implement yet,
 // with what the refusal says.
 var notSupportedKeys = map[string]string{
 	uri.KeyTags:                      "tags (tagged channels and endpoints)",
-	uri.KeyResponseCorrelationID:     "response-correlation-id (response channels)",
 	uri.KeyChannelRcvTimestampOffset: "channel-rcv-ts-offset (channel receive timestamps)",
 	uri.KeyChannelSndTimestampOffset: "channel-snd-ts-offset (channel send timestamps)",
 	uri.KeyATS:                       "ats (Aeron Transport Security)",

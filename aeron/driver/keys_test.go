@@ -34,7 +34,7 @@ func TestChannelKeysImplementedOrRefused(t *testing.T) {
 		"aeron:ipc?rejoin=false":                                       "rejoin=false is not supported",
 		"aeron:udp?endpoint=10.0.0.2:4000|ib-qp=rc":                    "ib-qp applies only to aeron:ib, not aeron:udp",
 		"aeron:udp?endpoint=10.0.0.2:4000|channel-rcv-ts-offset=0":     "'channel-rcv-ts-offset' is not supported",
-		"aeron:udp?endpoint=10.0.0.2:4000|response-correlation-id=7":   "'response-correlation-id' is not supported",
+		"aeron:ipc?response-correlation-id=7":                          "parameter 'response-correlation-id' has no meaning on aeron:ipc",
 		"aeron:udp?endpoint=10.0.0.2:4000|stream-id=7":                 "'stream-id' is not supported",
 		"aeron:ipc?term-length=64k|pub-wnd=1k":                         "pub-wnd=1024 cannot be less than the mtu=1408",
 		"aeron:ipc?term-length=64k|pub-wnd=64k":                        "pub-wnd=64k: must not exceed half of term-length=65536",

@@ -77,7 +77,7 @@ func (e *receiveEndpoint) imageChannel(streamID, sessionID int32) string {
 	// aeron_driver_conductor_on_create_publication_image labels rcv-hwm
 	// and rcv-pos (and so aeron:ib images say aeron:ib)
 	for _, s := range e.subs {
-		if s.streamID == streamID && (!s.hasSession || s.sessionID == sessionID) {
+		if s.matches(streamID, sessionID) {
 			return s.channel
 		}
 	}

@@ -17,8 +17,14 @@ func checkNetworkChannel(u *uri.ChannelURI, channel string, med Media) error {
 	if err := checkKeys(u, channel, med); err != nil {
 		return err
 	}
-	if mode, _ := u.Get(uri.KeyControlMode); mode == uri.ControlModeResponse {
-		return fail(cnc.ErrorCodeInvalidChannel, "%s: control-mode=response is not supported by this driver yet", channel)
+	if responseMode(u) {
+		if u.Media != uri.MediaUDP {
+			return fail(cnc.ErrorCodeInvalidChannel, "%s: control-mode=response is only supported on aeron:udp by this driver", channel)
+		}
+		if !u.Has(uri.KeyControl) {
+			return fail(cnc.ErrorCodeInvalidChannel, "%s: control-mode=response needs control=host:port (where the response publication's endpoint is)", channel)
+		}
+		return nil
 	}
 	if mdc, _ := mdcMode(u); mdc && !u.Has(uri.KeyEndpoint) {
 		return nil // a multi-destination-cast publication; subscriptions check for an endpoint
@@ -31,6 +37,13 @@ func checkNetworkChannel(u *uri.ChannelURI, channel string, med Media) error {
 		return fail(cnc.ErrorCodeInvalidChannel, "%s: interface is only supported on multicast channels by this driver yet", channel)
 	}
 	return nil
+}
+
+// responseMode says u is a response channel (control-mode=response): a
+// response subscription, or the response publication of a server.
+func responseMode(u *uri.ChannelURI) bool {
+	mode, _ := u.Get(uri.KeyControlMode)
+	return mode == uri.ControlModeResponse
 }
 
 // resolveEndpoint turns endpoint=host:port into an address (names via the
@@ -164,6 +177,19 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 	if err != nil {
 		return err
 	}
+	isResponse := responseMode(u)
+	var request *publicationImage
+	if isResponse {
+		if request, err = c.responseImage(params.responseCorrelationID); err != nil {
+			return err
+		}
+	} else if id := params.responseCorrelationID; id != -1 {
+		// a request publication: its response subscription must exist
+		// (aeron_driver_conductor_validate_response_subscription)
+		if s, ok := c.subs[id]; !ok || s.endpoint == "" {
+			return fail(cnc.ErrorCodeGenericError, "unable to find response subscription for response-correlation-id=%d", id)
+		}
+	}
 	if dest.Addr().IsMulticast() || mdc {
 		if _, err := parseFlowControl(u, c.cfg.Network); err != nil {
 			return fail(cnc.ErrorCodeInvalidChannel, "%s: %v", cmd.Channel, err)
@@ -178,7 +204,7 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 		// that define the log must agree
 		for _, p := range c.netPubs {
 			if p.state == pubActive && !p.exclusive && !p.ep.failed && p.streamID == cmd.StreamID && p.canonical == canonical &&
-				(!params.hasSession || p.sessionID == params.sessionID) {
+				(!params.hasSession || p.sessionID == params.sessionID) && p.params.responseCorrelationID == params.responseCorrelationID {
 				if err := checkSharedParams(p.params, p.initialTermID, params); err != nil {
 					return err
 				}
@@ -229,6 +255,7 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 		pub.ep = ep
 		ep.refCount++
 		pub.canonical = canonical
+		pub.isResponse = isResponse
 		// multi-destination-cast uses the multicast strategies, as
 		// aeron_driver_conductor_get_or_add_send_channel_endpoint's
 		// supplier choice does
@@ -268,6 +295,12 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 		}
 		fmt.Fprintf(c.log, "publication %d: session %d stream %d %s from %s\n", pub.regID, pub.sessionID, pub.streamID, dest, from)
 	}
+	if request != nil {
+		// the request image's receiver tells the requester which session
+		// answers (RSP_SETUP) until this publication is connected
+		// (aeron_publication_image_set_response_session_id)
+		request.responseSession.Store(int64(pub.sessionID))
+	}
 	pub.refCount++
 	c.pubLinks[cmd.CorrelationID] = &pubLink{regID: cmd.CorrelationID, client: cl, net: pub}
 	rsp := int32(cnc.RspOnPublicationReady)
@@ -281,12 +314,13 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 }
 
 // resolveSendChannel resolves where a publication channel sends (endpoint;
-// none for multi-destination-cast) and where its receivers report
-// (control=, multi-destination-cast), and names its send endpoint.
+// none for multi-destination-cast and response publications) and where its
+// receivers report (control=: multi-destination-cast, response channels),
+// and names its send endpoint.
 // regID makes the name unique where the channel names no address to
 // share (0: spies, which match what exists).
 func resolveSendChannel(u *uri.ChannelURI, regID int64) (dest, control netip.AddrPort, canonical string, err error) {
-	if mdc, _ := mdcMode(u); mdc {
+	if mdc, _ := mdcMode(u); mdc || responseMode(u) {
 		if u.Has(uri.KeyControl) {
 			if control, err = resolveAddress(u, uri.KeyControl); err != nil {
 				return
@@ -342,12 +376,15 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 		}
 		mds = true
 	}
-	if !u.Has(uri.KeyEndpoint) && !mds {
+	// a response subscription binds its endpoint, else an ephemeral port,
+	// and learns its session from the request publication's RSP_SETUP
+	respSub := responseMode(u)
+	if !u.Has(uri.KeyEndpoint) && !mds && !respSub {
 		return fail(cnc.ErrorCodeInvalidChannel, "%s: a subscription needs endpoint=host:port", cmd.Channel)
 	}
 	var bind netip.AddrPort
 	var err error
-	if !mds {
+	if u.Has(uri.KeyEndpoint) {
 		if bind, err = resolveEndpoint(u); err != nil {
 			return err
 		}
@@ -363,7 +400,23 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 			return fail(cnc.ErrorCodeInvalidChannel, "%s: control= with a multicast endpoint is not supported", cmd.Channel)
 		}
 	}
+	if respSub {
+		if control.Port() == 0 {
+			return fail(cnc.ErrorCodeInvalidChannel, "control has port=0 for subscription: channel=%s", cmd.Channel)
+		}
+		if !bind.IsValid() {
+			bind = netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+			if control.Addr().Is6() {
+				bind = netip.AddrPortFrom(netip.IPv6Unspecified(), 0)
+			}
+		}
+	}
 	key := bind.String()
+	if respSub {
+		// its own endpoint: the response publication learns where it
+		// sends from the endpoint's requests for SETUP
+		key = "rsp/" + strconv.FormatInt(cmd.CorrelationID, 10)
+	}
 	if mds {
 		// each multi-destination subscription is its own endpoint
 		key = "mds/" + strconv.FormatInt(cmd.CorrelationID, 10)
@@ -458,11 +511,16 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 	}
 	c.subs[s.regID] = s
 	e.subs = append(e.subs, s)
-	r := c.recv
-	c.receiverProxy.offer(func() { r.onAddSubscription(e, s) })
+	if respSub && !s.hasSession {
+		// the receiver gets it with its session (onResponseSetup)
+		s.awaitingResponse = true
+	} else {
+		r := c.recv
+		c.receiverProxy.offer(func() { r.onAddSubscription(e, s) })
+	}
 	c.transmit(cnc.RspOnSubscriptionReady, cnc.AppendIDAndCounter(c.buf[:0], cmd.CorrelationID, e.statusID))
 	for _, im := range e.images {
-		if im.acceptingSubscriptions() && im.streamID == s.streamID && (!s.hasSession || s.sessionID == im.sessionID) {
+		if im.acceptingSubscriptions() && s.matches(im.streamID, im.sessionID) {
 			im.addSubscriber(c, s)
 		}
 	}

@@ -30,6 +30,14 @@ type networkPublication struct {
 	params    ipcParams
 	state     pubState
 	refCount  int
+	// isResponse: a response publication (control-mode=response, fixed
+	// before the sender has it); it sends only to respDest, the sender
+	// of the first status message asking for SETUP (the sender's)
+	isResponse bool
+	respDest   netip.AddrPort
+	// responseConnected: the conductor was told this publication has a
+	// receiver (onResponseConnected), once (the sender's)
+	responseConnected bool
 
 	// ep is the send channel endpoint the publication sends through
 	// (shared, sendendpoint.go)
@@ -415,6 +423,9 @@ func (p *networkPublication) sendSetup(c *sender) {
 	if p.group {
 		s.Flags = protocol.SetupFlagGroup
 	}
+	if !p.isResponse && p.params.responseCorrelationID != -1 {
+		s.Flags |= protocol.SetupFlagSendResponse // a request publication
+	}
 	n, _ := s.Encode(p.ctl[:])
 	p.sendOne(c, p.ctl[:n])
 	p.setSenderLimit(p.fc.onSetup(c.nowNs, p.senderLimit))
@@ -452,7 +463,20 @@ func (p *networkPublication) sendOne(c *sender, b []byte) {
 		}
 		return
 	}
-	p.sendTo(c, p.ep.sendDest, b)
+	if dest := p.unicastDest(); dest.IsValid() {
+		p.sendTo(c, dest, b)
+	}
+}
+
+// unicastDest is where a publication that is not multi-destination-cast
+// sends: the endpoint's address, or, for a response publication, the
+// response subscription it learnt (none before: nothing is sent,
+// aeron_network_publication_do_send).
+func (p *networkPublication) unicastDest() netip.AddrPort {
+	if p.isResponse {
+		return p.respDest
+	}
+	return p.ep.sendDest
 }
 
 func (p *networkPublication) sendTo(c *sender, dest netip.AddrPort, b []byte) {
@@ -511,7 +535,9 @@ func (p *networkPublication) sendData(c *sender) int {
 			p.sendFrames(c, mdc.dests[i].addr, batch)
 		}
 	} else {
-		sent = p.sendFrames(c, p.ep.sendDest, batch)
+		if dest := p.unicastDest(); dest.IsValid() {
+			sent = p.sendFrames(c, dest, batch)
+		}
 	}
 	for i := range sent {
 		p.senderPosition += p.sendAdvance[i]

@@ -125,7 +125,7 @@ func (e *receiveEndpoint) interested(streamID, sessionID int32) bool {
 // conductorInterested is the same question over the conductor's list.
 func (e *receiveEndpoint) conductorInterested(streamID, sessionID int32) bool {
 	for _, s := range e.subs {
-		if s.streamID == streamID && (!s.hasSession || s.sessionID == sessionID) {
+		if s.matches(streamID, sessionID) {
 			return true
 		}
 	}
@@ -341,7 +341,7 @@ func (c *conductor) onCreateImage(e *receiveEndpoint, s *protocol.Setup, from ne
 	}
 	e.images = append(e.images, im)
 	for _, sub := range e.subs {
-		if sub.streamID == s.StreamID && (!sub.hasSession || sub.sessionID == s.SessionID) {
+		if sub.matches(s.StreamID, s.SessionID) {
 			im.addSubscriber(c, sub)
 		}
 	}

@@ -399,6 +399,12 @@ func (e *sendEndpoint) onControl(_ Transport, buf []byte, from netip.AddrPort, _
 		}
 		c.sys[sysStatusMessagesReceived].Add(1)
 		if p := e.pubs[dispatchKey(sm.SessionID, sm.StreamID)]; p != nil {
+			if p.isResponse && sm.Flags&protocol.SMFlagSetup != 0 {
+				// the response subscription asks for SETUP: it is where
+				// the response publication sends from now on
+				// (aeron_network_publication_trigger_send_setup_frame)
+				p.respDest = from
+			}
 			e.lastSMNs.Store(c.nowNs)
 			p.onStatus(c, &sm)
 			return
@@ -446,9 +452,21 @@ func (e *sendEndpoint) onControl(_ Transport, buf []byte, from netip.AddrPort, _
 			}
 			p.onErrorFrame(c, &ef, from, destRegID)
 		}
+	case protocol.TypeResponseSetup:
+		var rs protocol.ResponseSetup
+		if rs.Decode(buf) != nil {
+			c.sys[sysInvalidPackets].Add(1)
+			return
+		}
+		// the server's request image names the session of the response
+		// publication answering this request publication
+		// (aeron_send_channel_endpoint_on_response_setup)
+		if p := e.pubs[dispatchKey(rs.SessionID, rs.StreamID)]; p != nil && p.params.responseCorrelationID != -1 && c.toConductor != nil {
+			cd, id, session := c.conductor, p.params.responseCorrelationID, rs.ResponseSessionID
+			c.toConductor.tryOffer(func() { cd.onResponseSetup(id, session) })
+		}
 	default:
-		// RSP_SETUP (response channels) is not acted on yet; other types
-		// are ignored, as C's dispatch does
+		// other types are ignored, as C's dispatch does
 	}
 }
 

@@ -445,10 +445,9 @@ func TestUDPUnsupportedParametersRefused(t *testing.T) {
 	require.NoError(t, err)
 	defer cl.Close()
 	for channel, want := range map[string]string{
-		"aeron:udp?endpoint=224.0.1.2:40456":                           "odd",
-		"aeron:udp?endpoint=127.0.0.1:40456|interface=127.0.0.1":       "interface",
-		"aeron:udp?control=127.0.0.1:40457|control-mode=response":      "control-mode=response",
-		"aeron:udp?endpoint=127.0.0.1:40456|response-correlation-id=1": "'response-correlation-id'",
+		"aeron:udp?endpoint=224.0.1.2:40456":                     "odd",
+		"aeron:udp?endpoint=127.0.0.1:40456|interface=127.0.0.1": "interface",
+		"aeron:udp?endpoint=127.0.0.1:40456|ats=true":            "'ats'",
 	} {
 		_, err := cl.AddPublication(context.Background(), channel, 1)
 		require.Error(t, err, channel)
