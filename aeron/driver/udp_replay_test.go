@@ -447,7 +447,7 @@ func TestUDPUnsupportedParametersRefused(t *testing.T) {
 	for channel, want := range map[string]string{
 		"aeron:udp?endpoint=224.0.1.2:40456":                     "odd",
 		"aeron:udp?endpoint=127.0.0.1:40456|interface=127.0.0.1": "interface",
-		"aeron:udp?endpoint=127.0.0.1:40456|ats=true":            "'ats'",
+		"aeron:udp?endpoint=127.0.0.1:40456|ats=true":            "ats=true: Aeron Transport Security",
 	} {
 		_, err := cl.AddPublication(context.Background(), channel, 1)
 		require.Error(t, err, channel)
