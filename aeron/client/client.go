@@ -544,6 +544,8 @@ func (c *Client) handleResponse(typeID int32, msg []byte) {
 			return
 		}
 		if img := s.removeImage(m.CorrelationID); img != nil {
+			// what the log says, kept: the log is unmapped after the linger
+			img.revoked.Store(img.log.Metadata().IsPublicationRevoked())
 			img.closed.Store(true)
 			c.linger(img.log)
 			if s.onUnavailable != nil {
@@ -700,8 +702,15 @@ func (c *Client) NextAvailableSessionID(ctx context.Context, streamID int32) (in
 }
 
 func (c *Client) remove(kind int32, registrationID int64) error {
+	return c.removeWithFlags(kind, registrationID, 0)
+}
+
+// removeWithFlags sends a remove command; flags (the revoke flag of
+// REMOVE_PUBLICATION) give the 32-byte form.
+func (c *Client) removeWithFlags(kind int32, registrationID, flags int64) error {
 	_, err := c.command(context.Background(), kind, 0, "", func(dst []byte, corr int64) []byte {
-		return cnc.AppendRemoveCommand(dst, cnc.RemoveCommand{Correlated: cnc.Correlated{ClientID: c.clientID, CorrelationID: corr}, RegistrationID: registrationID})
+		return cnc.AppendRemoveCommand(dst, cnc.RemoveCommand{Correlated: cnc.Correlated{ClientID: c.clientID, CorrelationID: corr},
+			RegistrationID: registrationID, Flags: flags})
 	})
 	return err
 }

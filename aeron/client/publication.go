@@ -315,12 +315,22 @@ func (p *Publication) backPressureStatus(position int64, length int) int64 {
 
 // Close removes this registration; the log stays mapped for the resource
 // linger so that a concurrent Offer cannot touch unmapped memory.
-func (p *Publication) Close() error {
+func (p *Publication) Close() error { return p.close(0) }
+
+// Revoke closes the publication as Close does and revokes it
+// (REMOVE_PUBLICATION with the revoke flag; C's
+// aeron_exclusive_publication_revoke, Java's Publication.revoke): the
+// driver ends it at once, for every client holding it, without draining;
+// subscribers lose their image whatever they have not read, and remote
+// images see an end of stream flagged REVOKED (Image.IsPublicationRevoked).
+func (p *Publication) Revoke() error { return p.close(cnc.RemovePublicationFlagRevoke) }
+
+func (p *Publication) close(flags int64) error {
 	if p.closed.Swap(true) {
 		return nil
 	}
 	c := p.client
-	err := c.remove(cnc.CmdRemovePublication, p.registrationID)
+	err := c.removeWithFlags(cnc.CmdRemovePublication, p.registrationID, flags)
 	c.mu.Lock()
 	delete(c.pubs, p.registrationID)
 	c.linger(p.log)

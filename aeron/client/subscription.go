@@ -175,6 +175,8 @@ type Image struct {
 	positionBitsToShift int
 	header              logbuffer.Header
 	closed              atomic.Bool
+	// revoked: the log said the publication was revoked when the image closed
+	revoked atomic.Bool
 }
 
 func newImage(c *Client, s *Subscription, m cnc.ImageReady) (*Image, error) {
@@ -221,6 +223,17 @@ func (img *Image) IsClosed() bool { return img.closed.Load() }
 // of a publication that ended.
 func (img *Image) IsEndOfStream() bool {
 	return !img.closed.Load() && img.subPos.Load() >= img.log.Metadata().EndOfStreamPosition()
+}
+
+// IsPublicationRevoked reports whether the image's publication was
+// revoked (aeron_image_is_publication_revoked): its stream ended without
+// the rest being delivered.
+// Safe to call from any goroutine, also once the image is closed.
+func (img *Image) IsPublicationRevoked() bool {
+	if img.closed.Load() {
+		return img.revoked.Load()
+	}
+	return img.log.Metadata().IsPublicationRevoked()
 }
 
 // Poll delivers up to fragmentLimit fragments (aeron_image_poll).

@@ -132,9 +132,18 @@ type RemoveCommand struct {
 	Flags          int64
 }
 
-// AppendRemoveCommand encodes the 24-byte (1.48) form.
+// RemovePublicationFlagRevoke in a REMOVE_PUBLICATION's flags revokes the
+// publication (AERON_COMMAND_REMOVE_PUBLICATION_FLAG_REVOKE).
+const RemovePublicationFlagRevoke = 0x1
+
+// AppendRemoveCommand encodes the 24-byte form, or the 32-byte form with
+// flags when c has some.
 func AppendRemoveCommand(dst []byte, c RemoveCommand) []byte {
-	return appendI64(appendCorrelated(dst, c.Correlated), c.RegistrationID)
+	dst = appendI64(appendCorrelated(dst, c.Correlated), c.RegistrationID)
+	if c.Flags != 0 {
+		dst = appendI64(dst, c.Flags)
+	}
+	return dst
 }
 
 // DecodeRemoveCommand accepts the 24- and 32-byte forms.

@@ -661,6 +661,14 @@ func (c *conductor) removePublication(cmd cnc.RemoveCommand) error {
 	if !ok {
 		return fail(cnc.ErrorCodeUnknownPublication, "unknown publication client_id=%d registration_id=%d", cmd.ClientID, cmd.RegistrationID)
 	}
+	if cmd.Flags&cnc.RemovePublicationFlagRevoke != 0 {
+		// revoked for every client holding it (AERON_DRIVER_MANAGED_RESOURCE_REVOKE)
+		if link.net != nil {
+			link.net.revoke()
+		} else {
+			link.pub.revoke()
+		}
+	}
 	c.unlinkPublication(link)
 	c.transmit(cnc.RspOnOperationSuccess, cnc.AppendID(c.buf[:0], cmd.CorrelationID))
 	return nil

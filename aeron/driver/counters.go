@@ -44,6 +44,8 @@ const (
 	sysBytesMapped             = 35
 	sysErrorFramesReceived     = 38
 	sysErrorFramesSent         = 39
+	sysPublicationsRevoked     = 40
+	sysImagesRevoked           = 41
 	sysImagesRejected          = 42
 	sysControlProtocolVersion  = 43
 	// ibgo's own, after the C driver's: streams that ended short of what

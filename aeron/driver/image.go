@@ -44,6 +44,9 @@ type publicationImage struct {
 	// message (conductor writes, receiver reads)
 	sendResponseSetup bool
 	responseSession   atomic.Int64
+	// revoked: the publication was revoked (an EOS heartbeat with the
+	// REVOKED flag); set by the receiver, read by the conductor
+	revoked atomic.Bool
 
 	log                 *logbuffer.LogBuffer
 	logFile             string
@@ -280,6 +283,13 @@ func (im *publicationImage) onData(r *receiver, t Transport, h *protocol.DataHea
 			return
 		}
 		if h.IsEndOfStream() && im.eosPosition.Load() == math.MaxInt64 && pos >= im.rcvPos.Load() {
+			if h.Flags&protocol.FlagRevoked != 0 {
+				// the rest of the stream is not to be read
+				// (aeron_publication_image_insert_packet)
+				im.log.Metadata().SetIsPublicationRevoked(true)
+				im.revoked.Store(true)
+				r.sys[sysImagesRevoked].Add(1)
+			}
 			im.eosPosition.Store(pos)
 		}
 		if pos > im.hwmPosition {
@@ -382,6 +392,14 @@ func (im *publicationImage) trackRebuild(c *conductor) int {
 // rcv-pos and EOS status messages went out for 5 SM timeouts; then the
 // subscribers get ON_UNAVAILABLE_IMAGE and the receiver lets it go.
 func (im *publicationImage) onTimeEvent(c *conductor, eos int64) int {
+	if im.revoked.Load() {
+		// revoked: no drain, whatever is unread (C's ACTIVE to DRAINING
+		// to LINGER at once); the receiver sends the EOS status message
+		fmt.Fprintf(c.log, "image %d: session %d stream %d revoked by its publisher\n", im.regID, im.sessionID, im.streamID)
+		im.sendingEOS.Store(true)
+		im.close(c)
+		return 1
+	}
 	switch im.state {
 	case imageActive:
 		endOfStream := eos != math.MaxInt64 && im.rebuildPosition >= im.hwm.Load()
@@ -411,6 +429,9 @@ func (im *publicationImage) onTimeEvent(c *conductor, eos int64) int {
 // unicast delay, an unchanged one re-NAKed after delay x retry ratio. The
 // receiver sends the NAK.
 func (im *publicationImage) onLoss(c *conductor) int {
+	if im.revoked.Load() {
+		return 0 // nothing of a revoked stream is asked for again
+	}
 	if !im.gapActive || im.gapTermID != im.scanTermID || im.gapOffset != im.scanOffset {
 		im.gapActive, im.gapTermID, im.gapOffset, im.gapLength = true, im.scanTermID, im.scanOffset, im.scanLength
 		im.gapDeadline = c.nowNs + im.nakDelay(false)

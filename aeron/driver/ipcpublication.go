@@ -152,6 +152,8 @@ type ipcPublication struct {
 	blocked            blockedCheck
 	stateSinceNs       int64
 	lastTetherCheckNs  int64
+	// revoked: a client removed it with the revoke flag
+	revoked bool
 }
 
 // untetheredTimeouts are a publication's or image's untethered-subscription
@@ -356,6 +358,9 @@ func (p *ipcPublication) update(c *conductor) int {
 // unblocks a non-exclusive publication whose claim a client abandoned (an
 // exclusive one has a single publisher, which C never unblocks).
 func (p *ipcPublication) updateActive(c *conductor) int {
+	if p.revoked {
+		return p.revokeNow(c)
+	}
 	work := 0
 	producer := p.producerPosition()
 	p.pubPos.Store(producer)
@@ -434,7 +439,33 @@ func (p *ipcPublication) startDraining(c *conductor) {
 		p.pubLmt.Store(producer)
 	}
 	p.log.Metadata().SetEndOfStreamPosition(producer)
+	if p.revoked {
+		return // stays ACTIVE: its next update revokes it (C)
+	}
 	p.state, p.stateSinceNs = pubDraining, c.nowNs
+}
+
+// revoke marks the publication revoked, in its log's metadata for the
+// clients (the REVOKE event of aeron_ipc_publication.c).
+func (p *ipcPublication) revoke() {
+	p.revoked = true
+	p.log.Metadata().SetIsPublicationRevoked(true)
+}
+
+// revokeNow ends a revoked publication without draining
+// (aeron_ipc_publication_on_time_event, ACTIVE and revoked): the limit and
+// the end of stream go to the producer position, the subscribers lose the
+// image whatever they have not read, and it lingers; counted in system
+// counter 40.
+func (p *ipcPublication) revokeNow(c *conductor) int {
+	producer := p.producerPosition()
+	p.pubLmt.Store(producer)
+	p.log.Metadata().SetEndOfStreamPosition(producer)
+	p.endImages(c)
+	p.state, p.stateSinceNs = pubLinger, c.nowNs
+	c.sys[sysPublicationsRevoked].Add(1)
+	fmt.Fprintf(c.log, "publication %d: session %d stream %d revoked at position %d\n", p.regID, p.sessionID, p.streamID, producer)
+	return 1
 }
 
 // drained is aeron_ipc_publication_is_drained: every subscriber not

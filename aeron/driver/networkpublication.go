@@ -35,6 +35,9 @@ type networkPublication struct {
 	// of the first status message asking for SETUP (the sender's)
 	isResponse bool
 	respDest   netip.AddrPort
+	// revoked: a client removed it with the revoke flag; set by the
+	// conductor, read by the sender (the heartbeats' REVOKED flag)
+	revoked atomic.Bool
 	// responseConnected: the conductor was told this publication has a
 	// receiver (onResponseConnected), once (the sender's)
 	responseConnected bool
@@ -280,6 +283,9 @@ func (p *networkPublication) setConnected(v bool) {
 // connection); a non-exclusive publication is unblocked when a client
 // abandoned a claim.
 func (p *networkPublication) updateActive(c *conductor) int {
+	if p.revoked.Load() {
+		return p.revokeNow(c)
+	}
 	work := 0
 	senderPosition := p.sndPos.Load()
 	producer := p.producerPosition()
@@ -443,7 +449,11 @@ func (p *networkPublication) sendHeartbeat(c *sender) {
 		TermOffset: logbuffer.ComputeTermOffsetFromPosition(p.senderPosition, p.positionBitsToShift),
 		SessionID:  p.sessionID, StreamID: p.streamID,
 		TermID: logbuffer.ComputeTermIDFromPosition(p.senderPosition, p.positionBitsToShift, p.initialTermID)}
-	if p.params.signalEOS && p.endOfStream.Load() {
+	if p.revoked.Load() {
+		// receivers drop the rest of the stream
+		// (aeron_network_publication_heartbeat_message_check)
+		h.Flags = protocol.FlagsHeartbeatEOS | protocol.FlagRevoked
+	} else if p.params.signalEOS && p.endOfStream.Load() {
 		// eos=false: the stream ends without telling receivers, whose
 		// images then end at the liveness timeout
 		// (aeron_network_publication_heartbeat_message_check)
@@ -666,10 +676,38 @@ func (p *networkPublication) startDraining(c *conductor) {
 	producer := p.producerPosition()
 	p.pubLmt.Store(producer)
 	p.log.Metadata().SetEndOfStreamPosition(producer)
+	if p.revoked.Load() {
+		return // stays ACTIVE: its next update revokes it (C)
+	}
 	if p.sndPos.Load() >= producer {
 		p.endOfStream.Store(true)
 	}
 	p.state, p.stateSinceNs = pubDraining, c.nowNs
+}
+
+// revoke marks the publication revoked, in its log's metadata for the
+// clients (the REVOKE event of aeron_network_publication.c).
+func (p *networkPublication) revoke() {
+	p.revoked.Store(true)
+	p.log.Metadata().SetIsPublicationRevoked(true)
+}
+
+// revokeNow ends a revoked publication without draining
+// (aeron_network_publication_on_time_event, ACTIVE and revoked): the
+// limit and the end of stream go to the producer position, it is no
+// longer connected, the spies lose their image, and it lingers while its
+// heartbeats say EOS and REVOKED; counted in system counter 40.
+func (p *networkPublication) revokeNow(c *conductor) int {
+	producer := p.producerPosition()
+	p.pubLmt.Store(producer)
+	p.log.Metadata().SetEndOfStreamPosition(producer)
+	p.setConnected(false)
+	p.endOfStream.Store(true)
+	p.endSpies(c)
+	p.state, p.stateSinceNs = pubLinger, c.nowNs
+	c.sys[sysPublicationsRevoked].Add(1)
+	fmt.Fprintf(c.log, "publication %d: session %d stream %d revoked at position %d\n", p.regID, p.sessionID, p.streamID, producer)
+	return 1
 }
 
 // close takes the publication from the sender and frees its counters; its
