@@ -612,9 +612,11 @@ func (c *conductor) rejectImage(correlationID int64, cmd cnc.RejectImageCommand)
 	}
 	for _, p := range c.pubs {
 		if p.regID == cmd.ImageCorrelationID {
-			// C puts the IPC publication in a cool-down without its
-			// subscribers (aeron_ipc_publication_reject)
-			return fail(cnc.ErrorCodeGenericError, "rejecting IPC image %d is not supported by this driver yet", cmd.ImageCorrelationID)
+			p.reject(c, cmd.Reason)
+			c.sys[sysImagesRejected].Add(1)
+			fmt.Fprintf(c.log, "IPC publication %d (session %d stream %d) rejected: %s\n", p.regID, p.sessionID, p.streamID, cmd.Reason)
+			c.transmit(cnc.RspOnOperationSuccess, cnc.AppendID(c.buf[:0], correlationID))
+			return nil
 		}
 	}
 	return fail(cnc.ErrorCodeGenericError, "Unable to resolve image for correlationId=%d", cmd.ImageCorrelationID)

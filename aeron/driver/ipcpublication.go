@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/netip"
 	"strconv"
 	"sync/atomic"
 
@@ -154,6 +155,10 @@ type ipcPublication struct {
 	lastTetherCheckNs  int64
 	// revoked: a client removed it with the revoke flag
 	revoked bool
+	// inCoolDown: a client rejected its image; it takes no subscriber
+	// until coolDownExpireNs
+	inCoolDown       bool
+	coolDownExpireNs int64
 }
 
 // untetheredTimeouts are a publication's or image's untethered-subscription
@@ -361,6 +366,7 @@ func (p *ipcPublication) updateActive(c *conductor) int {
 	if p.revoked {
 		return p.revokeNow(c)
 	}
+	p.checkCoolDown(c)
 	work := 0
 	producer := p.producerPosition()
 	p.pubPos.Store(producer)
@@ -475,7 +481,42 @@ func (p *ipcPublication) drained() bool { return p.subs.reached(p.producerPositi
 // acceptingSubscriptions is aeron_ipc_publication_is_accepting_subscriptions:
 // active, or draining with data a subscriber has not read yet.
 func (p *ipcPublication) acceptingSubscriptions() bool {
-	return p.state == pubActive || (p.state == pubDraining && !p.drained())
+	return !p.inCoolDown && (p.state == pubActive || (p.state == pubDraining && !p.drained()))
+}
+
+// ipcRejectSource is the address C's ON_PUBLICATION_ERROR gives for a
+// rejected IPC image: INADDR_LOOPBACK stored without htonl, which reads
+// 1.0.0.127 on a little-endian host.
+var ipcRejectSource = netip.AddrPortFrom(netip.AddrFrom4([4]byte{1, 0, 0, 127}), 0)
+
+// reject is REJECT_IMAGE of the publication's image (aeron_ipc_publication_reject):
+// the clients hear of it (ON_PUBLICATION_ERROR, error log), every
+// subscriber loses the image and the publication takes none for the image
+// liveness timeout from the last rejection, after which they are linked
+// again (checkCoolDown).
+func (p *ipcPublication) reject(c *conductor, reason string) {
+	c.onPublicationError(cnc.PublicationError{RegistrationID: p.regID, DestinationRegistrationID: -1, SessionID: p.sessionID,
+		StreamID: p.streamID, ReceiverID: -1, GroupTag: -1, ErrorCode: cnc.ErrorCodeImageRejected, Message: reason, Source: ipcRejectSource})
+	if !p.inCoolDown {
+		p.log.Metadata().SetIsConnected(false)
+		p.subs.release(c)
+		p.inCoolDown = true
+	}
+	p.coolDownExpireNs = c.nowNs + c.cfg.ImageLivenessTimeout.Nanoseconds()
+}
+
+// checkCoolDown links the subscriptions again once a rejection's cool-down
+// ended (aeron_ipc_publication_check_cooldown_status).
+func (p *ipcPublication) checkCoolDown(c *conductor) {
+	if !p.inCoolDown || p.coolDownExpireNs >= c.nowNs {
+		return
+	}
+	p.inCoolDown = false
+	for _, s := range c.subs {
+		if s.readsIPC(p) {
+			p.addSubscriber(c, s)
+		}
+	}
 }
 
 // endImages tells every subscriber the image is gone
