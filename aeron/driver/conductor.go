@@ -104,6 +104,9 @@ type subLink struct {
 	// endpoint (canonicalSendChannel)
 	spy          bool
 	spyCanonical string
+	// spyTag: an aeron-spy: channel's channel tag (noTag without), which
+	// spies on every publication of the endpoint with that tag
+	spyTag int64
 	// awaitingResponse: a response subscription (control-mode=response)
 	// that has not learnt its session from a RSP_SETUP; it matches no
 	// image and the receiver does not have it yet
@@ -609,6 +612,9 @@ func (c *conductor) addPublication(cl *clientSession, cmd cnc.PublicationCommand
 	if err != nil {
 		return err
 	}
+	if err := c.applySessionTag(&params); err != nil {
+		return err
+	}
 	var pub *ipcPublication
 	if !exclusive {
 		for _, p := range c.pubs {
@@ -706,8 +712,8 @@ func (c *conductor) addSubscription(cl *clientSession, cmd cnc.SubscriptionComma
 		return c.addNetworkSubscription(cl, cmd, u)
 	}
 	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel, tether: c.tether(u)}
-	if v, ok := u.Int(uri.KeySessionID); ok {
-		s.sessionID, s.hasSession = int32(v), true
+	if s.sessionID, s.hasSession, err = subscriptionSession(u); err != nil {
+		return err
 	}
 	c.subs[s.regID] = s
 	c.transmit(cnc.RspOnSubscriptionReady, cnc.AppendIDAndCounter(c.buf[:0], cmd.CorrelationID, channelStatusNotAllocated))

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/ibgo/ibgo/aeron/cnc"
@@ -48,13 +49,37 @@ type ipcParams struct {
 	// on a response publication (control-mode=response) the request
 	// image's correlation id
 	responseCorrelationID int64
+	// isResponse: control-mode=response (the log's metadata says it)
+	isResponse bool
+	// entityTag is the second element of tags= (-1 without): a network
+	// publication others name with session-id=tag:<entityTag>;
+	// sessionTag is such a reference (hasSessionTag), resolved by the
+	// conductor (applySessionTag)
+	entityTag     int64
+	sessionTag    int64
+	hasSessionTag bool
 }
 
 func parseIPCParams(u *uri.ChannelURI, cfg Config) (ipcParams, error) {
 	p := ipcParams{termLength: cfg.IPCTermBufferLength, mtu: cfg.IPCMTULength, linger: cfg.PublicationLingerTimeout.Nanoseconds(),
-		sparse: cfg.TermBufferSparseFile, signalEOS: true, ssc: cfg.SpiesSimulateConnection, responseCorrelationID: -1}
+		sparse: cfg.TermBufferSparseFile, signalEOS: true, ssc: cfg.SpiesSimulateConnection, responseCorrelationID: -1, entityTag: -1}
 	if v, ok := u.Int(uri.KeyResponseCorrelationID); ok {
 		p.responseCorrelationID = v
+	}
+	p.isResponse = responseMode(u)
+	if _, tag, err := channelTags(u); err != nil {
+		return p, err
+	} else {
+		p.entityTag = tag
+	}
+	if v, ok := u.Get(uri.KeySessionID); ok {
+		if t, isTag := strings.CutPrefix(v, "tag:"); isTag {
+			n, err := strconv.ParseInt(t, 10, 64)
+			if err != nil {
+				return p, fail(cnc.ErrorCodeInvalidChannel, "could not parse session-id=%s as int64_t in URI due to: %v", v, err)
+			}
+			p.sessionTag, p.hasSessionTag = n, true
+		}
 	}
 	if v, ok := u.Bool(uri.KeySparse); ok {
 		p.sparse = v

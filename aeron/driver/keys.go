@@ -32,6 +32,9 @@ var driverKeys = map[string]keyMedia{
 	uri.KeyTermOffset: onBoth, uri.KeySessionID: onBoth, uri.KeyLinger: onBoth, uri.KeySparse: onBoth,
 	uri.KeyEOS: onBoth, uri.KeySpiesSimulateConnection: onBoth, uri.KeyPublicationWindow: onBoth,
 	uri.KeyAlias: onBoth,
+	// channel tag (endpoints, spies; no meaning on IPC in C either) and
+	// entity tag (session-id=tag:, the log's metadata)
+	uri.KeyTags: onBoth,
 	// subscriptions (aeron_driver_uri_subscription_params)
 	uri.KeyTether: onBoth, uri.KeyRejoin: onBoth, uri.KeyUntetheredWindowLimitTimeout: onBoth,
 	uri.KeyUntetheredLingerTimeout: onBoth, uri.KeyUntetheredRestingTimeout: onBoth,
@@ -48,7 +51,6 @@ var driverKeys = map[string]keyMedia{
 // notSupportedKeys are the C driver's keys ibgo does not implement yet,
 // with what the refusal says.
 var notSupportedKeys = map[string]string{
-	uri.KeyTags:                      "tags (tagged channels and endpoints)",
 	uri.KeyChannelRcvTimestampOffset: "channel-rcv-ts-offset (channel receive timestamps)",
 	uri.KeyChannelSndTimestampOffset: "channel-snd-ts-offset (channel send timestamps)",
 	uri.KeyATS:                       "ats (Aeron Transport Security)",

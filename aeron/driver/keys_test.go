@@ -30,7 +30,7 @@ func TestChannelKeysImplementedOrRefused(t *testing.T) {
 	refused := map[string]string{
 		"aeron:ipc?endpoint=127.0.0.1:4000":                            "parameter 'endpoint' has no meaning on aeron:ipc",
 		"aeron:ipc?rcv-wnd=64k":                                        "parameter 'rcv-wnd' has no meaning on aeron:ipc",
-		"aeron:ipc?tags=1,2":                                           "parameter 'tags' is not supported on aeron:ipc by this driver yet",
+		"aeron:ipc?channel-snd-ts-offset=0":                            "parameter 'channel-snd-ts-offset' is not supported on aeron:ipc by this driver yet",
 		"aeron:ipc?rejoin=false":                                       "rejoin=false is not supported",
 		"aeron:udp?endpoint=10.0.0.2:4000|ib-qp=rc":                    "ib-qp applies only to aeron:ib, not aeron:udp",
 		"aeron:udp?endpoint=10.0.0.2:4000|channel-rcv-ts-offset=0":     "'channel-rcv-ts-offset' is not supported",
@@ -46,7 +46,7 @@ func TestChannelKeysImplementedOrRefused(t *testing.T) {
 		require.ErrorAs(t, err, &de, ch)
 		assert.Contains(t, de.Message, want, ch)
 	}
-	for _, ch := range []string{"aeron:ipc?tags=1", "aeron:ipc?interface=eth0", "aeron:ipc?rejoin=false"} {
+	for _, ch := range []string{"aeron:ipc?session-id=tag:1", "aeron:ipc?interface=eth0", "aeron:ipc?rejoin=false"} {
 		_, err := cl.AddSubscription(ctx, ch, 1)
 		require.Error(t, err, "subscription %s", ch)
 	}

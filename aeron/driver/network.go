@@ -17,6 +17,9 @@ func checkNetworkChannel(u *uri.ChannelURI, channel string, med Media) error {
 	if err := checkKeys(u, channel, med); err != nil {
 		return err
 	}
+	if u.Has(uri.KeyTags) && u.Media != uri.MediaUDP {
+		return fail(cnc.ErrorCodeInvalidChannel, "%s: tags are only supported on aeron:udp by this driver", channel)
+	}
 	if responseMode(u) {
 		if u.Media != uri.MediaUDP {
 			return fail(cnc.ErrorCodeInvalidChannel, "%s: control-mode=response is only supported on aeron:udp by this driver", channel)
@@ -30,8 +33,11 @@ func checkNetworkChannel(u *uri.ChannelURI, channel string, med Media) error {
 		return nil // a multi-destination-cast publication; subscriptions check for an endpoint
 	}
 	ep, ok := u.Endpoint()
+	if !ok && u.Media == uri.MediaUDP && channelTag(u) != noTag {
+		return nil // a tag names the endpoint
+	}
 	if !ok || !ep.HasPort {
-		return fail(cnc.ErrorCodeInvalidChannel, "%s: aeron:%s needs endpoint=host:port (tags are not supported yet)", channel, u.Media)
+		return fail(cnc.ErrorCodeInvalidChannel, "%s: aeron:%s needs endpoint=host:port", channel, u.Media)
 	}
 	if !ep.Multicast() && u.Has(uri.KeyInterface) {
 		return fail(cnc.ErrorCodeInvalidChannel, "%s: interface is only supported on multicast channels by this driver yet", channel)
@@ -147,9 +153,15 @@ func canonicalSendChannel(u *uri.ChannelURI, dest, control netip.AddrPort, regID
 	// a channel with neither endpoint nor control, or with a wildcard
 	// port, names no address to share: each publication gets its own
 	// endpoint (C's requires_additional_suffix in aeron_udp_channel.c)
-	if regID != 0 && ((!u.Has(uri.KeyEndpoint) && !u.Has(uri.KeyControl)) ||
-		(u.Has(uri.KeyEndpoint) && dest.Port() == 0) || (u.Has(uri.KeyControl) && control.Port() == 0)) {
-		key += "|#" + strconv.FormatInt(regID, 10)
+	if (!u.Has(uri.KeyEndpoint) && !u.Has(uri.KeyControl)) ||
+		(u.Has(uri.KeyEndpoint) && dest.Port() == 0) || (u.Has(uri.KeyControl) && control.Port() == 0) {
+		// the tag when there is one, so that tagged channels share it
+		// (C's "#<tag>" suffix)
+		if tag := channelTag(u); tag != noTag {
+			key += "|#t" + strconv.FormatInt(tag, 10)
+		} else if regID != 0 {
+			key += "|#" + strconv.FormatInt(regID, 10)
+		}
 	}
 	return key
 }
@@ -166,6 +178,9 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 	if _, ok := u.Size(uri.KeyMTU); !ok {
 		params.mtu = c.cfg.MTULength
 	}
+	if err := c.applySessionTag(&params); err != nil {
+		return err
+	}
 	if params.mtu > params.termLength/8 {
 		return fail(cnc.ErrorCodeInvalidChannel, "mtu %d is greater than term-length/8 (%d)", params.mtu, params.termLength/8)
 	}
@@ -173,9 +188,12 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 		return err
 	}
 	mdc, _ := mdcMode(u)
-	dest, control, canonical, err := resolveSendChannel(u, cmd.CorrelationID)
+	dest, control, canonical, err := c.resolveTaggedSendChannel(u, cmd.Channel, cmd.CorrelationID)
 	if err != nil {
 		return err
+	}
+	if e, ok := c.sendEndpoints[canonical]; ok && e.mdc != nil {
+		mdc = true // a tagged channel on a multi-destination-cast endpoint
 	}
 	isResponse := responseMode(u)
 	var request *publicationImage
@@ -336,14 +354,20 @@ func resolveSendChannel(u *uri.ChannelURI, regID int64) (dest, control netip.Add
 // publication of its channel and stream (aeron_driver_conductor_on_add_spy_subscription):
 // the spy reads the publication's own log, joining at the sender position.
 func (c *conductor) addSpySubscription(cl *clientSession, cmd cnc.SubscriptionCommand, u *uri.ChannelURI) error {
-	_, _, canonical, err := resolveSendChannel(u, 0)
-	if err != nil {
-		return err
+	tag := channelTag(u)
+	canonical := ""
+	if tag == noTag || u.Has(uri.KeyEndpoint) || u.Has(uri.KeyControl) {
+		// a tag alone names the publications it spies on
+		var err error
+		if _, _, canonical, err = resolveSendChannel(u, 0); err != nil {
+			return err
+		}
 	}
 	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel, spy: true, spyCanonical: canonical,
-		tether: c.tether(u)}
-	if v, ok := u.Int(uri.KeySessionID); ok {
-		s.sessionID, s.hasSession = int32(v), true
+		spyTag: tag, tether: c.tether(u)}
+	var err error
+	if s.sessionID, s.hasSession, err = subscriptionSession(u); err != nil {
+		return err
 	}
 	c.subs[s.regID] = s
 	c.transmit(cnc.RspOnSubscriptionReady, cnc.AppendIDAndCounter(c.buf[:0], cmd.CorrelationID, channelStatusNotAllocated))
@@ -359,8 +383,13 @@ func (c *conductor) addSpySubscription(cl *clientSession, cmd cnc.SubscriptionCo
 // (aeron_driver_conductor_spy_subscription_link_matches: same channel and
 // stream, session if given; only publications still accepting).
 func (s *subLink) spies(p *networkPublication) bool {
-	return s.spy && p.acceptingSubscriptions() && p.streamID == s.streamID && p.canonical == s.spyCanonical &&
-		(!s.hasSession || s.sessionID == p.sessionID)
+	if !s.spy || !p.acceptingSubscriptions() || p.streamID != s.streamID {
+		return false
+	}
+	if s.spyTag != noTag && s.spyTag == p.ep.tag {
+		return true // the same channel tag, whatever the session (C)
+	}
+	return s.spyCanonical != "" && p.canonical == s.spyCanonical && (!s.hasSession || s.sessionID == p.sessionID)
 }
 
 func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.SubscriptionCommand, u *uri.ChannelURI) error {
@@ -379,7 +408,8 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 	// a response subscription binds its endpoint, else an ephemeral port,
 	// and learns its session from the request publication's RSP_SETUP
 	respSub := responseMode(u)
-	if !u.Has(uri.KeyEndpoint) && !mds && !respSub {
+	tag := channelTag(u)
+	if !u.Has(uri.KeyEndpoint) && !mds && !respSub && tag == noTag {
 		return fail(cnc.ErrorCodeInvalidChannel, "%s: a subscription needs endpoint=host:port", cmd.Channel)
 	}
 	var bind netip.AddrPort
@@ -411,11 +441,24 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 			}
 		}
 	}
+	var tagged *receiveEndpoint
+	if tag != noTag {
+		if tagged, err = c.receiveEndpointByTag(u, cmd.Channel, tag, bind, control); err != nil {
+			return err
+		}
+		if tagged == nil && !bind.IsValid() && !mds {
+			// a tag that names no endpoint yet, and no address: the
+			// wildcard, as C binds
+			bind = netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+		}
+	}
 	key := bind.String()
 	if respSub {
 		// its own endpoint: the response publication learns where it
 		// sends from the endpoint's requests for SETUP
 		key = "rsp/" + strconv.FormatInt(cmd.CorrelationID, 10)
+	} else if tag != noTag && bind.Port() == 0 && !mds {
+		key += "#t" + strconv.FormatInt(tag, 10)
 	}
 	if mds {
 		// each multi-destination subscription is its own endpoint
@@ -430,6 +473,11 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 		// so is the QP type: an RC listener and a UD (SIDR) endpoint on
 		// one host:port are two transports
 		key = "rc+" + key
+	}
+	if tagged != nil {
+		key = tagged.key
+	} else if e, ok := c.endpoints[key]; ok && tag != noTag && e.tag != noTag && e.tag != tag {
+		key += "|#t" + strconv.FormatInt(tag, 10) // another tag's endpoint: not shared (C)
 	}
 	ccName, err := checkCongestionControl(u, cmd.Channel)
 	if err != nil {
@@ -459,6 +507,8 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 			}
 		}
 		e = newReceiveEndpoint(key, t)
+		e.tag, e.bind = tag, bind
+		e.controlMode, _ = u.Get(uri.KeyControlMode)
 		e.mds, e.cc, e.livenessNs = mds, ccName, c.cfg.ImageLivenessTimeout.Nanoseconds()
 		e.channel, e.rcvWnd, e.soRcvbuf, e.soSndbuf = cmd.Channel, rcvWnd, bufs.SocketRcvbuf, bufs.SocketSndbuf
 		e.mediaTSOffset = mediaTimestampOffset(u)
@@ -506,8 +556,8 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 	}
 	s := &subLink{regID: cmd.CorrelationID, client: cl, streamID: cmd.StreamID, channel: cmd.Channel, endpoint: key, tether: c.tether(u),
 		sparse: c.sparse(u)}
-	if v, ok := u.Int(uri.KeySessionID); ok {
-		s.sessionID, s.hasSession = int32(v), true
+	if s.sessionID, s.hasSession, err = subscriptionSession(u); err != nil {
+		return err
 	}
 	c.subs[s.regID] = s
 	e.subs = append(e.subs, s)

@@ -40,6 +40,12 @@ type receiveEndpoint struct {
 	// multi-destination-cast); the receiver registers with the
 	// publication there until it has an image
 	explicitControl bool
+	// tag is the channel tag of the channel that created it (noTag
+	// without), controlMode its control-mode= and bind the address it
+	// bound: what a tagged channel must agree with
+	tag         int64
+	controlMode string
+	bind        netip.AddrPort
 	// multicast: a multicast endpoint, with its channel's ttl= (0 when
 	// not given), against which a SETUP's ttl is checked
 	multicast    bool

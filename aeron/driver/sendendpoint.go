@@ -71,6 +71,13 @@ type sendEndpoint struct {
 	resolving bool
 	lastSMNs  atomic.Int64
 
+	// tag is the channel tag of the channel that opened it (noTag
+	// without), controlMode its control-mode= and control its control
+	// address (invalid without): what a tagged channel must agree with
+	tag         int64
+	controlMode string
+	control     netip.AddrPort
+
 	// mdc lists the destinations of a multi-destination-cast endpoint
 	// (nil otherwise); manual is fixed at creation, dests are the sender's
 	mdc *destinationTracker
@@ -125,6 +132,11 @@ func (c *conductor) sendEndpointFor(u *uri.ChannelURI, channel, canonical string
 		e.ttl = int32(v)
 	}
 	e.recvFn = e.onControl
+	e.tag = channelTag(u)
+	e.controlMode, _ = u.Get(uri.KeyControlMode)
+	if u.Has(uri.KeyControl) {
+		e.control = bind
+	}
 	if mdc, manual := mdcMode(u); mdc {
 		e.mdc = &destinationTracker{manual: manual}
 	} else if ep, ok := u.Endpoint(); ok && !ep.IP.IsValid() && !dest.Addr().IsMulticast() {
