@@ -46,17 +46,18 @@ var driverKeys = map[string]keyMedia{
 	uri.KeyMaxResend: onNetwork, uri.KeyNakDelay: onNetwork, uri.KeyCongestionControl: onNetwork,
 	// response channels (control-mode=response)
 	uri.KeyResponseCorrelationID: onNetwork,
+	// timestamps the driver writes (timestamps.go); media-rcv-ts-offset
+	// is a medium's (ChannelKeyDeclarer)
+	uri.KeyChannelRcvTimestampOffset: onNetwork, uri.KeyChannelSndTimestampOffset: onNetwork,
 }
 
 // notSupportedKeys are the C driver's keys ibgo does not implement yet,
 // with what the refusal says.
 var notSupportedKeys = map[string]string{
-	uri.KeyChannelRcvTimestampOffset: "channel-rcv-ts-offset (channel receive timestamps)",
-	uri.KeyChannelSndTimestampOffset: "channel-snd-ts-offset (channel send timestamps)",
-	uri.KeyATS:                       "ats (Aeron Transport Security)",
-	uri.KeyStreamID:                  "stream-id (a stream id is given by the command, not the channel)",
-	uri.KeyMediaRcvTimestampOffset:   "media-rcv-ts-offset (this medium gives no receive timestamps)",
-	uri.KeyIBQueuePair:               "ib-qp (an aeron:ib key)",
+	uri.KeyATS:                     "ats (Aeron Transport Security)",
+	uri.KeyStreamID:                "stream-id (a stream id is given by the command, not the channel)",
+	uri.KeyMediaRcvTimestampOffset: "media-rcv-ts-offset (this medium gives no receive timestamps)",
+	uri.KeyIBQueuePair:             "ib-qp (an aeron:ib key)",
 }
 
 // ChannelKeyDeclarer is implemented by a Media that understands channel

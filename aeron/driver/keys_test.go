@@ -30,10 +30,11 @@ func TestChannelKeysImplementedOrRefused(t *testing.T) {
 	refused := map[string]string{
 		"aeron:ipc?endpoint=127.0.0.1:4000":                            "parameter 'endpoint' has no meaning on aeron:ipc",
 		"aeron:ipc?rcv-wnd=64k":                                        "parameter 'rcv-wnd' has no meaning on aeron:ipc",
-		"aeron:ipc?channel-snd-ts-offset=0":                            "parameter 'channel-snd-ts-offset' is not supported on aeron:ipc by this driver yet",
+		"aeron:ipc?channel-snd-ts-offset=0":                            "parameter 'channel-snd-ts-offset' has no meaning on aeron:ipc",
+		"aeron:ipc?ats=false":                                          "parameter 'ats' is not supported on aeron:ipc by this driver yet",
 		"aeron:ipc?rejoin=false":                                       "rejoin=false is not supported",
 		"aeron:udp?endpoint=10.0.0.2:4000|ib-qp=rc":                    "ib-qp applies only to aeron:ib, not aeron:udp",
-		"aeron:udp?endpoint=10.0.0.2:4000|channel-rcv-ts-offset=0":     "'channel-rcv-ts-offset' is not supported",
+		"aeron:udp?endpoint=10.0.0.2:4000|media-rcv-ts-offset=0":       "'media-rcv-ts-offset' is not supported on aeron:udp",
 		"aeron:ipc?response-correlation-id=7":                          "parameter 'response-correlation-id' has no meaning on aeron:ipc",
 		"aeron:udp?endpoint=10.0.0.2:4000|stream-id=7":                 "'stream-id' is not supported",
 		"aeron:ipc?term-length=64k|pub-wnd=1k":                         "pub-wnd=1024 cannot be less than the mtu=1408",

@@ -112,23 +112,10 @@ func (c *conductor) transportParams(u *uri.ChannelURI, mtu int) TransportParams 
 	if v, ok := u.Int(uri.KeyTTL); ok {
 		p.MulticastTTL = int(v)
 	}
-	p.MediaTimestamps = u.Has(uri.KeyMediaRcvTimestampOffset)
-	return p
-}
-
-// mediaTimestampOffset is where a subscription's media-rcv-ts-offset puts
-// the media receive timestamp of a data frame: the frame's reserved value
-// (mediaTSReserved), an offset into its payload, or nowhere (-1).
-func mediaTimestampOffset(u *uri.ChannelURI) int {
-	v, ok := u.Get(uri.KeyMediaRcvTimestampOffset)
-	switch {
-	case !ok:
-		return -1
-	case v == uri.TimestampReserved:
-		return mediaTSReserved
+	if ts, err := parseTimestampOffsets(u); err == nil {
+		p.MediaTimestamps = tsEnabled(ts.mediaRcv)
 	}
-	n, _ := u.Int(uri.KeyMediaRcvTimestampOffset) // aeron/uri checked it
-	return int(n)
+	return p
 }
 
 // canonicalSendChannel names a send channel endpoint as the C driver's
@@ -489,10 +476,21 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 	}
 	bufs := c.transportParams(u, c.cfg.MTULength)
 	bufs.ReceiverWindow = int(rcvWnd)
+	ts, err := parseTimestampOffsets(u)
+	if err != nil {
+		return err
+	}
 	e, ok := c.endpoints[key]
 	if ok {
 		if err := e.checkBuffers(u, bufs, rcvWnd, cmd.Channel); err != nil {
 			return err
+		}
+		// receive_endpoint_has_clashing_timestamp_offsets
+		if ts.mediaRcv != e.ts.mediaRcv {
+			return tsConflict(uri.KeyMediaRcvTimestampOffset, ts.mediaRcv, e.channel, cmd.Channel)
+		}
+		if ts.channelRcv != e.ts.channelRcv {
+			return tsConflict(uri.KeyChannelRcvTimestampOffset, ts.channelRcv, e.channel, cmd.Channel)
 		}
 	} else if err := checkWindowForRcvbuf(rcvWnd, bufs.SocketRcvbuf, cmd.Channel); err != nil {
 		return err
@@ -511,7 +509,7 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 		e.controlMode, _ = u.Get(uri.KeyControlMode)
 		e.mds, e.cc, e.livenessNs = mds, ccName, c.cfg.ImageLivenessTimeout.Nanoseconds()
 		e.channel, e.rcvWnd, e.soRcvbuf, e.soSndbuf = cmd.Channel, rcvWnd, bufs.SocketRcvbuf, bufs.SocketSndbuf
-		e.mediaTSOffset = mediaTimestampOffset(u)
+		e.ts = ts
 		if err := e.setGroupTag(u, c.cfg.Network); err != nil {
 			if t != nil {
 				_ = t.Close()

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/logbuffer"
@@ -478,6 +479,17 @@ func (p *networkPublication) sendOne(c *sender, b []byte) {
 	}
 }
 
+// stamp writes the send time into the first frame of each datagram, in
+// the log, where channel-snd-ts-offset says (aeron_send_channel_apply_timestamps).
+func (p *networkPublication) stamp(batch [][]byte) {
+	if off := p.ep.sndTS; tsEnabled(off) {
+		now := time.Now().UnixNano()
+		for _, b := range batch {
+			setTimestamp(b, off, now)
+		}
+	}
+}
+
 // unicastDest is where a publication that is not multi-destination-cast
 // sends: the endpoint's address, or, for a response publication, the
 // response subscription it learnt (none before: nothing is sent,
@@ -491,6 +503,7 @@ func (p *networkPublication) unicastDest() netip.AddrPort {
 
 func (p *networkPublication) sendTo(c *sender, dest netip.AddrPort, b []byte) {
 	p.sendBatch = append(p.sendBatch[:0], b)
+	p.stamp(p.sendBatch)
 	if _, err := p.ep.t.Send(dest, p.sendBatch); err != nil {
 		c.sys[sysErrors].Add(1)
 	} else {
@@ -565,6 +578,7 @@ func (p *networkPublication) sendData(c *sender) int {
 // sender may count as gone: all of them after an error (counted), fewer
 // on a short send (counted).
 func (p *networkPublication) sendFrames(c *sender, dest netip.AddrPort, batch [][]byte) int {
+	p.stamp(batch)
 	n, err := p.ep.t.Send(dest, batch)
 	for _, b := range batch[:n] {
 		c.sys[sysBytesSent].Add(int64(len(b)))

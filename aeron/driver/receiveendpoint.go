@@ -3,10 +3,10 @@ package driver
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/logbuffer"
@@ -57,9 +57,10 @@ type receiveEndpoint struct {
 	channel            string
 	rcvWnd             int64
 	soRcvbuf, soSndbuf int
-	// mediaTSOffset: where media-rcv-ts-offset puts the medium's receive
-	// timestamp in a data frame (mediaTimestampOffset); -1 nowhere
-	mediaTSOffset  int
+	// ts: where media-rcv-ts-offset and channel-rcv-ts-offset put the
+	// medium's and the driver's receive timestamps in a data frame
+	// (timestamps.go); fixed at creation
+	ts             tsOffsets
 	lastControlNs  map[int32]int64 // stream -> last registration SM
 	groupTag       int64
 	hasGroupTag    bool
@@ -112,7 +113,7 @@ type receiveEndpoint struct {
 func newReceiveEndpoint(key string, t Transport) *receiveEndpoint {
 	// one receiver id per endpoint, as the C driver's endpoint->receiver_id:
 	// a multi-destination-cast sender tracks receivers by it
-	e := &receiveEndpoint{key: key, t: t, statusID: -1, localAddrID: -1, receiverID: rand.Int64(), pendingSetup: map[[2]int32]int64{}, lastControlNs: map[int32]int64{}, creating: map[[2]int32]int64{}, batch: make([][]byte, 1), mediaTSOffset: -1}
+	e := &receiveEndpoint{key: key, t: t, statusID: -1, localAddrID: -1, receiverID: rand.Int64(), pendingSetup: map[[2]int32]int64{}, lastControlNs: map[int32]int64{}, creating: map[[2]int32]int64{}, batch: make([][]byte, 1), ts: tsOffsets{tsNone, tsNone, tsNone}}
 	e.recvFn = e.onDatagram
 	return e
 }
@@ -194,8 +195,11 @@ func (e *receiveEndpoint) onDatagram(t Transport, buf []byte, from netip.AddrPor
 			}
 			return
 		}
-		if mediaTimestampNs != 0 && e.mediaTSOffset != -1 {
-			setTimestamp(buf, e.mediaTSOffset, mediaTimestampNs)
+		if mediaTimestampNs != 0 && tsEnabled(e.ts.mediaRcv) {
+			setTimestamp(buf, e.ts.mediaRcv, mediaTimestampNs)
+		}
+		if tsEnabled(e.ts.channelRcv) {
+			setTimestamp(buf, e.ts.channelRcv, time.Now().UnixNano())
 		}
 		im.onData(r, t, &h, buf, from)
 	case protocol.TypeSetup:
@@ -222,26 +226,25 @@ func (e *receiveEndpoint) onDatagram(t Transport, buf []byte, from netip.AddrPor
 	}
 }
 
-// mediaTSReserved is the media-rcv-ts-offset=reserved offset: the data
-// header's reserved value (AERON_UDP_CHANNEL_RESERVED_VALUE_OFFSET).
-const mediaTSReserved = math.MinInt32
-
 // setTimestamp writes ts into the first frame of a received datagram, if
 // that frame begins a message (aeron_timestamps_set_timestamp: DATA, begin
 // flag, not a heartbeat): into its reserved value, or at offset into its
 // payload when both the datagram and the frame have room for 8 bytes
 // there. Other frames of the datagram keep what the publisher wrote.
-func setTimestamp(buf []byte, offset int, ts int64) {
+func setTimestamp(buf []byte, offset int32, ts int64) {
 	var fh protocol.FrameHeader
 	if len(buf) < protocol.DataHeaderLength || fh.Decode(buf) != nil || fh.Type != protocol.TypeData ||
 		fh.Flags&protocol.FlagBegin == 0 || fh.FrameLength == 0 {
 		return
 	}
-	if offset == mediaTSReserved {
+	if offset == tsReserved {
 		binary.LittleEndian.PutUint64(buf[24:], uint64(ts))
 		return
 	}
-	at := protocol.DataHeaderLength + offset
+	if offset < 0 {
+		return
+	}
+	at := protocol.DataHeaderLength + int(offset)
 	if at+8 <= min(int(fh.FrameLength), len(buf)) {
 		binary.LittleEndian.PutUint64(buf[at:], uint64(ts))
 	}

@@ -77,6 +77,9 @@ type sendEndpoint struct {
 	tag         int64
 	controlMode string
 	control     netip.AddrPort
+	// sndTS is channel-snd-ts-offset (tsNone without): where the sender
+	// writes the send time into the first frame of each datagram
+	sndTS int32
 
 	// mdc lists the destinations of a multi-destination-cast endpoint
 	// (nil otherwise); manual is fixed at creation, dests are the sender's
@@ -98,7 +101,15 @@ func dispatchKey(sessionID, streamID int32) uint64 {
 // publication's registration id, which the endpoint's counters carry.
 func (c *conductor) sendEndpointFor(u *uri.ChannelURI, channel, canonical string, bind, dest netip.AddrPort, mtu int, regID int64) (*sendEndpoint, error) {
 	params := c.transportParams(u, mtu)
+	ts, err := parseTimestampOffsets(u)
+	if err != nil {
+		return nil, err
+	}
 	if e, ok := c.sendEndpoints[canonical]; ok {
+		if ts.channelSnd != e.sndTS {
+			// send_endpoint_has_clashing_timestamp_offsets
+			return nil, tsConflict(uri.KeyChannelSndTimestampOffset, ts.channelSnd, e.channel, channel)
+		}
 		if e.media != uri.MediaUDP && mtu > e.mtu {
 			// a datagram medium sized its buffers for the first
 			// publication's MTU
@@ -133,6 +144,7 @@ func (c *conductor) sendEndpointFor(u *uri.ChannelURI, channel, canonical string
 	}
 	e.recvFn = e.onControl
 	e.tag = channelTag(u)
+	e.sndTS = ts.channelSnd
 	e.controlMode, _ = u.Get(uri.KeyControlMode)
 	if u.Has(uri.KeyControl) {
 		e.control = bind

@@ -488,7 +488,8 @@ func (u *ChannelURI) validateTimestampOffsets(fail func(key, rule string) error)
 				overlap = x-y < 8 && y-x < 8
 			}
 			if overlap {
-				return fail(ks[j], fmt.Sprintf("overlaps %s=%s: each timestamp takes 8 bytes", ks[i], a))
+				// C's words (aeron_udp_channel_verify_timestamp_offsets_do_not_overlap)
+				return fail(ks[j], fmt.Sprintf("%s and %s overlap: each timestamp takes 8 bytes", ks[i], ks[j]))
 			}
 		}
 	}

@@ -151,8 +151,8 @@ func TestParseErrors(t *testing.T) {
 		{"aeron:udp?endpoint=x:1|max-resend=257", "max-resend=257: must be an integer in 1..256"},
 		{"aeron:udp?endpoint=x:1|response-correlation-id=x", "response-correlation-id=x: must be an int64 correlation id or prototype"},
 		{"aeron:udp?endpoint=x:1|media-rcv-ts-offset=-8", "media-rcv-ts-offset=-8: must be reserved or a non-negative payload offset"},
-		{"aeron:udp?endpoint=x:1|media-rcv-ts-offset=reserved|channel-snd-ts-offset=reserved", "channel-snd-ts-offset=reserved: overlaps media-rcv-ts-offset=reserved"},
-		{"aeron:udp?endpoint=x:1|channel-rcv-ts-offset=8|channel-snd-ts-offset=12", "channel-snd-ts-offset=12: overlaps channel-rcv-ts-offset=8"},
+		{"aeron:udp?endpoint=x:1|media-rcv-ts-offset=reserved|channel-snd-ts-offset=reserved", "channel-snd-ts-offset=reserved: media-rcv-ts-offset and channel-snd-ts-offset overlap"},
+		{"aeron:udp?endpoint=x:1|channel-rcv-ts-offset=8|channel-snd-ts-offset=12", "channel-snd-ts-offset=12: channel-rcv-ts-offset and channel-snd-ts-offset overlap"},
 		{"aeron:udp?endpoint=x:1|ats=true", "ats=true: Aeron Transport Security is an Aeron Premium feature"},
 		{"aeron:udp?endpoint=x:1|stream-id=3000000000", "stream-id=3000000000: must be an integer in -2147483648..2147483647"},
 		// Cross-key rules.

@@ -33,6 +33,65 @@ type msgBatch struct {
 	done           int
 	errno          syscall.Errno
 	recvFn, sendFn func(uintptr)
+	// ctrl holds each datagram's control messages once EnableTimestamps
+	// asked for receive timestamps (nil otherwise)
+	ctrl []byte
+}
+
+// ctrlLen is the control buffer of one datagram: room for the
+// SCM_TIMESTAMPNS message and more.
+const ctrlLen = 128
+
+// EnableTimestamps has the kernel stamp every datagram the socket
+// receives (SO_TIMESTAMPNS, and SO_TIMESTAMPING with
+// SOF_TIMESTAMPING_RX_HARDWARE, as aeron_udp_channel_transport_setup_media_rcv_timestamps
+// sets); Timestamp reads the stamp.
+func (b *MsgBatch) EnableTimestamps() error {
+	var err error
+	cerr := b.rc.Control(func(fd uintptr) {
+		if err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+			err = fmt.Errorf("setsockopt(SO_TIMESTAMPNS): %w", errnoErr(err))
+			return
+		}
+		if err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPING, unix.SOF_TIMESTAMPING_RX_HARDWARE); err != nil {
+			err = fmt.Errorf("setsockopt(SO_TIMESTAMPING): %w", errnoErr(err))
+		}
+	})
+	if cerr != nil {
+		return cerr
+	}
+	if err != nil {
+		return err
+	}
+	b.ctrl = make([]byte, b.cap*ctrlLen)
+	return nil
+}
+
+// Timestamp is the time the kernel received datagram i, in ns since the
+// epoch (SCM_TIMESTAMPNS), or 0 without one.
+func (b *MsgBatch) Timestamp(i int) int64 {
+	if b.ctrl == nil {
+		return 0
+	}
+	n := int(b.hdrs[i].hdr.Controllen)
+	c := b.ctrl[i*ctrlLen : i*ctrlLen+min(n, ctrlLen)]
+	for len(c) >= unix.SizeofCmsghdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
+		l := int(h.Len)
+		if l < unix.SizeofCmsghdr || l > len(c) {
+			return 0
+		}
+		if h.Level == unix.SOL_SOCKET && h.Type == unix.SCM_TIMESTAMPNS && l == unix.CmsgLen(int(unsafe.Sizeof(unix.Timespec{}))) {
+			ts := (*unix.Timespec)(unsafe.Pointer(&c[unix.CmsgLen(0)]))
+			return ts.Sec*1e9 + ts.Nsec
+		}
+		next := unix.CmsgSpace(l - unix.CmsgLen(0))
+		if next > len(c) {
+			return 0
+		}
+		c = c[next:]
+	}
+	return 0
 }
 
 // NewMsgBatch prepares batched I/O of up to n datagrams per call on the
@@ -86,6 +145,10 @@ func (b *MsgBatch) Recv(bufs [][]byte) (int, error) {
 		h.hdr.Namelen = unix.SizeofSockaddrInet6
 		h.hdr.Flags = 0
 		h.len = 0
+		if b.ctrl != nil {
+			h.hdr.Control = &b.ctrl[i*ctrlLen]
+			h.hdr.SetControllen(ctrlLen)
+		}
 	}
 	b.vlen = n
 	if err := b.rc.Control(b.recvFn); err != nil {

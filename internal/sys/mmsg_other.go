@@ -57,6 +57,14 @@ func (b *MsgBatch) Recv(bufs [][]byte) (int, error) {
 	return 0, rerr
 }
 
+// EnableTimestamps: receive timestamps are Linux only.
+func (b *MsgBatch) EnableTimestamps() error {
+	return fmt.Errorf("receive timestamps are not supported on this platform")
+}
+
+// Timestamp is 0: no receive timestamps off Linux.
+func (b *MsgBatch) Timestamp(int) int64 { return 0 }
+
 // Len is the length of received datagram i.
 func (b *MsgBatch) Len(i int) int { return b.lens[i] }
 

@@ -99,6 +99,11 @@ func New(loss Loss) *Media { return &Media{loss: loss} }
 // Name is "udp".
 func (m *Media) Name() string { return string(uri.MediaUDP) }
 
+// ChannelKeys implements driver.ChannelKeyDeclarer: aeron:udp gives the
+// kernel's receive time of each datagram (SO_TIMESTAMPNS) for
+// media-rcv-ts-offset.
+func (m *Media) ChannelKeys() []string { return []string{uri.KeyMediaRcvTimestampOffset} }
+
 // Open binds a UDP socket to bind (port 0: ephemeral). A multicast bind
 // address is a group: the socket binds the wildcard address on its port
 // (address reuse on, so several subscribers and drivers on one host share
@@ -182,6 +187,12 @@ func newTransport(m *Media, conn *net.UDPConn, connect netip.AddrPort, p driver.
 	sb, err := sys.NewMsgBatch(rc, sendBatch)
 	if err != nil {
 		return nil, fmt.Errorf("udp: %s: %w", conn.LocalAddr(), err)
+	}
+	if p.MediaTimestamps {
+		// media-rcv-ts-offset: the kernel's receive time of each datagram
+		if err := rb.EnableTimestamps(); err != nil {
+			return nil, fmt.Errorf("udp: %s: media-rcv-ts-offset: %w", conn.LocalAddr(), err)
+		}
 	}
 	const maxPayload = 65535 - 8 - 20 // the largest IPv4 UDP payload; bigger is truncated
 	bufLen := max(p.MTU, maxPayload)
@@ -295,7 +306,7 @@ func (t *transport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 			if t.orng != nil {
 				t.deliverWithLoss(fn, b, from)
 			} else {
-				fn(t, b, from, 0)
+				fn(t, b, from, t.rb.Timestamp(i))
 			}
 		}
 		total += k
