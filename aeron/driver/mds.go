@@ -29,7 +29,19 @@ type rcvDestination struct {
 	channel  string
 	bind     netip.AddrPort
 	t        Transport
-	released atomic.Bool
+	// localAddrID is its rcv-local-sockaddr counter (conductor; -1 once
+	// freed), as aeron_receive_destination_create allocates one per
+	// destination
+	localAddrID int32
+	released    atomic.Bool
+}
+
+// freeCounter frees the destination's rcv-local-sockaddr.
+func (d *rcvDestination) freeCounter(c *conductor) {
+	if d.localAddrID >= 0 {
+		_ = c.counters.Free(d.localAddrID)
+		d.localAddrID = -1
+	}
 }
 
 // imageConnection is where one destination's copy of a session comes
@@ -131,6 +143,7 @@ func (c *conductor) onRcvDestination(e *receiveEndpoint, add bool, cmd cnc.Desti
 			if d.bind == bind {
 				e.dests = append(e.dests[:i], e.dests[i+1:]...)
 				e.closingDests = append(e.closingDests, d)
+				d.freeCounter(c)
 				r := c.recv
 				c.receiverProxy.offer(func() { r.onRemoveRcvDestination(e, d) })
 				c.transmit(cnc.RspOnOperationSuccess, cnc.AppendID(c.buf[:0], cmd.CorrelationID))
@@ -166,7 +179,11 @@ func (c *conductor) onRcvDestination(e *receiveEndpoint, add bool, cmd cnc.Desti
 	if err != nil {
 		return fail(cnc.ErrorCodeInvalidChannel, "receive destination %s: %v", cmd.Channel, err)
 	}
-	d := &rcvDestination{regID: cmd.CorrelationID, channel: cmd.Channel, bind: bind, t: t}
+	d := &rcvDestination{regID: cmd.CorrelationID, channel: cmd.Channel, bind: bind, t: t, localAddrID: -1}
+	if d.localAddrID, err = allocateLocalSockaddr(c, "rcv-local-sockaddr", e.statusID, t.LocalAddr(), cmd.CorrelationID); err != nil {
+		_ = t.Close()
+		return err
+	}
 	e.dests = append(e.dests, d)
 	r := c.recv
 	c.receiverProxy.offer(func() { r.onAddRcvDestination(e, d) })

@@ -406,6 +406,9 @@ func (e *receiveEndpoint) allocateCounters(c *conductor, regID int64) error {
 }
 
 func (e *receiveEndpoint) freeCounters(c *conductor) {
+	for _, d := range e.dests {
+		d.freeCounter(c)
+	}
 	for _, id := range []int32{e.statusID, e.localAddrID} {
 		if id >= 0 {
 			_ = c.counters.Free(id)

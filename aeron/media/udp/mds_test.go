@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibgo/ibgo/aeron/client"
+	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/media/udp"
 )
 
@@ -28,6 +29,17 @@ func TestMDSTwoDestinations(t *testing.T) {
 		dests[i] = "aeron:udp?endpoint=127.0.0.1:" + strconv.Itoa(freePort(t))
 		require.NoError(t, sub.AddDestination(ctx, dests[i]))
 	}
+	// each destination has its rcv-local-sockaddr, linked to the
+	// subscription's rcv-channel, as aeron_receive_destination_create
+	// allocates (the subscription itself binds nothing)
+	localAddrs := func() []string {
+		var out []string
+		for _, c := range countersOf(t, sd, cnc.TypeLocalSockAddr) {
+			out = append(out, checkLocalSockaddr(t, c, "rcv-local-sockaddr", sub.ChannelStatusID()))
+		}
+		return out
+	}
+	require.ElementsMatch(t, []string{dests[0][len("aeron:udp?endpoint="):], dests[1][len("aeron:udp?endpoint="):]}, localAddrs())
 	pd, _ := startDriver(t, udp.Loss{}, nil)
 	pc := connect(t, pd.Dir())
 	pub, err := pc.AddPublication(ctx, "aeron:udp?control-mode=manual", 1001)
@@ -46,6 +58,7 @@ func TestMDSTwoDestinations(t *testing.T) {
 
 	// the subscription leaves destination 0: destination 1 carries on
 	require.NoError(t, sub.RemoveDestination(ctx, dests[0]))
+	require.Equal(t, []string{dests[1][len("aeron:udp?endpoint="):]}, localAddrs(), "the removed destination's counter went with it")
 	streamPaced(t, pub, subs, 500, 100, 50)
 
 	// destination 0 again, and the publication stops sending to 1:
