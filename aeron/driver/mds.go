@@ -25,10 +25,10 @@ import (
 // subscription. Its fields are fixed when the conductor creates it; the
 // receiver closes t and sets released.
 type rcvDestination struct {
-	regID    int64 // the ADD_RCV_DESTINATION correlation id
-	channel  string
-	bind     netip.AddrPort
-	t        Transport
+	regID   int64 // the ADD_RCV_DESTINATION correlation id
+	channel string
+	bind    netip.AddrPort
+	t       Transport
 	// localAddrID is its rcv-local-sockaddr counter (conductor; -1 once
 	// freed), as aeron_receive_destination_create allocates one per
 	// destination
