@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -28,7 +29,11 @@ type conductor struct {
 	lossReport *cnc.LossReport
 	media      mediaRegistry
 	log        io.Writer
-	terminate  func()
+	// names and nameErrs are the host names looked up off the conductor
+	// for the command running now (names.go); nil otherwise
+	names     map[string]netip.Addr
+	nameErrs  map[string]error
+	terminate func()
 
 	sys       []*atomic.Int64
 	clients   map[int64]*clientSession
@@ -365,6 +370,23 @@ func (c *conductor) onCommand(typeID int32, msg []byte) {
 		}
 		cl.hb.Store(c.nowMs)
 	}
+	if c.names == nil {
+		// a channel naming hosts runs once they are looked up, off the
+		// conductor (names.go); the ring's bytes are reused meanwhile
+		own := append([]byte(nil), msg...)
+		if c.deferForNames(typeID, own, func() {
+			if typeID == cnc.CmdClientClose || c.clients[hdr.ClientID] == cl {
+				c.runCommand(typeID, own, hdr, cl)
+			}
+		}) {
+			return
+		}
+	}
+	c.runCommand(typeID, msg, hdr, cl)
+}
+
+// runCommand dispatches a command and answers a failure with ON_ERROR.
+func (c *conductor) runCommand(typeID int32, msg []byte, hdr cnc.Correlated, cl *clientSession) {
 	if err := c.dispatch(typeID, msg, hdr, cl); err != nil {
 		var ce *cnc.CommandError
 		if errors.As(err, &ce) {

@@ -24,6 +24,20 @@ type mdcDestination struct {
 	addr       netip.AddrPort
 	regID      int64 // the ADD_DESTINATION correlation id (manual)
 	lastSeenNs int64
+	// seen is lastSeenNs for the conductor, for a manual destination
+	// named by a host name (re-resolution); nil otherwise
+	seen *atomic.Int64
+}
+
+// namedDestination is a manual destination named by a host name, which
+// the conductor resolves again when it has been silent
+// (aeron_udp_destination_tracker_check_for_re_resolution). Conductor.
+type namedDestination struct {
+	regID     int64
+	host      string
+	addr      netip.AddrPort
+	seen      *atomic.Int64 // the sender's last status message from it
+	resolving bool
 }
 
 // destinationTracker is the sender's list of destinations of a
@@ -50,6 +64,9 @@ func (d *destinationTracker) onStatusMessage(from netip.AddrPort, nowNs int64) {
 	for i := range d.dests {
 		if d.dests[i].addr == from {
 			d.dests[i].lastSeenNs = nowNs
+			if s := d.dests[i].seen; s != nil {
+				s.Store(nowNs)
+			}
 			return
 		}
 	}
@@ -84,14 +101,26 @@ func (d *destinationTracker) registrationID(addr netip.AddrPort) int64 {
 	return -1
 }
 
-func (d *destinationTracker) add(addr netip.AddrPort, regID, nowNs int64) {
+func (d *destinationTracker) add(addr netip.AddrPort, regID, nowNs int64, seen *atomic.Int64) {
 	for _, x := range d.dests {
 		if x.addr == addr {
 			return
 		}
 	}
-	d.dests = append(d.dests, mdcDestination{addr: addr, regID: regID, lastSeenNs: nowNs})
+	d.dests = append(d.dests, mdcDestination{addr: addr, regID: regID, lastSeenNs: nowNs, seen: seen})
 	d.counted()
+}
+
+// readdress moves the manual destination added by regID to addr (a
+// re-resolved name, aeron_udp_destination_tracker_resolution_change).
+func (d *destinationTracker) readdress(regID int64, addr netip.AddrPort) bool {
+	for i := range d.dests {
+		if d.dests[i].regID == regID {
+			d.dests[i].addr = addr
+			return true
+		}
+	}
+	return false
 }
 
 // remove drops the destination with addr (or, when addr is invalid, the
@@ -131,15 +160,24 @@ func (c *conductor) onSendDestination(p *networkPublication, add bool, cmd cnc.D
 	if _, ok := u.Endpoint(); !ok {
 		return fail(cnc.ErrorCodeInvalidChannel, "destination %s has no endpoint", cmd.Channel)
 	}
-	addr, err := resolveEndpoint(u)
+	addr, err := c.resolveEndpoint(u)
 	if err != nil {
 		return err
 	}
 	snd, reg := c.snd, cmd.CorrelationID
+	e := p.ep
 	if add {
-		c.senderProxy.offer(func() { p.ep.mdc.add(addr, reg, snd.nowNs) })
+		var seen *atomic.Int64
+		if ep, _ := u.Endpoint(); !ep.IP.IsValid() {
+			// a host name: resolved again when silent
+			seen = new(atomic.Int64)
+			seen.Store(c.nowNs)
+			e.named = append(e.named, &namedDestination{regID: reg, host: ep.Host, addr: addr, seen: seen})
+		}
+		c.senderProxy.offer(func() { e.mdc.add(addr, reg, snd.nowNs, seen) })
 	} else {
-		c.senderProxy.offer(func() { p.ep.mdc.remove(addr, 0) })
+		e.dropNamed(addr, 0)
+		c.senderProxy.offer(func() { e.mdc.remove(addr, 0) })
 	}
 	c.transmit(cnc.RspOnOperationSuccess, cnc.AppendID(c.buf[:0], cmd.CorrelationID))
 	return nil
@@ -147,6 +185,7 @@ func (c *conductor) onSendDestination(p *networkPublication, add bool, cmd cnc.D
 
 // onRemoveDestinationByID: aeron_driver_conductor_on_remove_send_destination_by_id.
 func (c *conductor) onRemoveDestinationByID(p *networkPublication, correlationID, destRegID int64) error {
+	p.ep.dropNamed(netip.AddrPort{}, destRegID)
 	c.senderProxy.offer(func() { p.ep.mdc.remove(netip.AddrPort{}, destRegID) })
 	c.transmit(cnc.RspOnOperationSuccess, cnc.AppendID(c.buf[:0], correlationID))
 	return nil

@@ -25,9 +25,9 @@ func TestDestinationTrackerManual(t *testing.T) {
 	d := &destinationTracker{manual: true}
 	d.onStatusMessage(a, 0) // a manual tracker does not learn destinations
 	require.Empty(t, d.dests)
-	d.add(a, 10, 0)
-	d.add(a, 11, 0) // no duplicates
-	d.add(b, 12, 0)
+	d.add(a, 10, 0, nil)
+	d.add(a, 11, 0, nil) // no duplicates
+	d.add(b, 12, 0, nil)
 	d.checkTimeouts(10 * destinationTimeoutNs) // manual ones never time out
 	require.Len(t, d.dests, 2)
 	d.remove(netip.AddrPort{}, 12) // by registration id

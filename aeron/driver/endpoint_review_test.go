@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibgo/ibgo/aeron/client"
+	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/protocol"
 )
 
@@ -118,4 +119,63 @@ func TestNamedEndpointOneAddress(t *testing.T) {
 	}, 5*time.Second, time.Millisecond, "both streams' SETUPs to the endpoint's address")
 	require.Len(t, m.transports, 1)
 	require.Empty(t, setupsByAddress(m.transports[0])["10.0.0.3:4000"])
+}
+
+// TestSlowNameDoesNotHoldConductor (issue 28): a channel naming a host
+// whose lookup hangs is set aside while the name is looked up off the
+// conductor; meanwhile the conductor adds other publications and keeps
+// its heartbeat; once the lookup returns, the first publication is added
+// at the address it gave. A lookup that fails gets UNKNOWN_HOST.
+func TestSlowNameDoesNotHoldConductor(t *testing.T) {
+	release := make(chan struct{})
+	lookupNetIP = func(ctx context.Context, _, host string) ([]netip.Addr, error) {
+		if host == "dead.test" {
+			return nil, errors.New("no such host")
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return []netip.Addr{netip.MustParseAddr("10.0.0.7")}, nil
+	}
+	t.Cleanup(func() { lookupNetIP = net.DefaultResolver.LookupNetIP })
+	m := &fakeMedia{}
+	d, cl := startWithClient(t, udpTestConfig(t), m, client.Options{})
+	ctx := context.Background()
+	slow := make(chan error, 1)
+	var slowPub *client.Publication
+	go func() {
+		p, err := cl.AddPublication(ctx, "aeron:udp?endpoint=slow.test:4000", 1)
+		slowPub = p
+		slow <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the slow add is in
+	start := time.Now()
+	_, err := cl.AddPublication(ctx, "aeron:udp?endpoint=10.0.0.8:4000", 2)
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), time.Second, "the other add did not wait for the lookup")
+	hb := d.c.rb.ConsumerHeartbeatTime()
+	time.Sleep(100 * time.Millisecond)
+	require.Greater(t, d.c.rb.ConsumerHeartbeatTime(), hb, "the conductor kept its duty cycle")
+	select {
+	case err := <-slow:
+		t.Fatalf("the slow add finished before its lookup: %v", err)
+	default:
+	}
+	close(release)
+	require.NoError(t, <-slow)
+	require.Eventually(t, func() bool {
+		for _, tr := range m.transports {
+			if len(setupsByAddress(tr)["10.0.0.7:4000"]) == 1 {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, time.Millisecond, "the named publication sends to the looked-up address")
+	require.NotNil(t, slowPub)
+	var de *client.DriverError
+	_, err = cl.AddPublication(ctx, "aeron:udp?endpoint=dead.test:4000", 3)
+	require.ErrorAs(t, err, &de)
+	require.EqualValues(t, cnc.ErrorCodeUnknownHost, de.Code)
 }

@@ -134,7 +134,7 @@ func (c *conductor) onRcvDestination(e *receiveEndpoint, add bool, cmd cnc.Desti
 	if _, ok := u.Endpoint(); !ok {
 		return fail(cnc.ErrorCodeInvalidChannel, "receive destination %s has no endpoint", cmd.Channel)
 	}
-	bind, err := resolveEndpoint(u)
+	bind, err := c.resolveEndpoint(u)
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,12 @@ func checkNetworkChannel(u *uri.ChannelURI, channel string, med Media) error {
 	return nil
 }
 
+// isAddressLiteral says host:port v names an IP address, not a host.
+func isAddressLiteral(v string) bool {
+	a, err := uri.ParseAddress(v)
+	return err == nil && a.IP.IsValid()
+}
+
 // responseMode says u is a response channel (control-mode=response): a
 // response subscription, or the response publication of a server.
 func responseMode(u *uri.ChannelURI) bool {
@@ -54,12 +60,12 @@ func responseMode(u *uri.ChannelURI) bool {
 
 // resolveEndpoint turns endpoint=host:port into an address (names via the
 // system resolver, IPv4 preferred as the C driver does).
-func resolveEndpoint(u *uri.ChannelURI) (netip.AddrPort, error) {
-	return resolveAddress(u, uri.KeyEndpoint)
+func (c *conductor) resolveEndpoint(u *uri.ChannelURI) (netip.AddrPort, error) {
+	return c.resolveAddress(u, uri.KeyEndpoint)
 }
 
 // resolveAddress resolves the host:port of key (endpoint or control).
-func resolveAddress(u *uri.ChannelURI, key string) (netip.AddrPort, error) {
+func (c *conductor) resolveAddress(u *uri.ChannelURI, key string) (netip.AddrPort, error) {
 	v, _ := u.Get(key)
 	ep, err := uri.ParseAddress(v)
 	if err != nil || !ep.HasPort {
@@ -67,6 +73,12 @@ func resolveAddress(u *uri.ChannelURI, key string) (netip.AddrPort, error) {
 	}
 	if ep.IP.IsValid() {
 		return netip.AddrPortFrom(ep.IP.Unmap(), ep.Port), nil
+	}
+	if a, ok := c.names[ep.Host]; ok {
+		return netip.AddrPortFrom(a, ep.Port), nil // looked up off the conductor
+	}
+	if err, ok := c.nameErrs[ep.Host]; ok {
+		return netip.AddrPort{}, fail(cnc.ErrorCodeUnknownHost, "%s %s: cannot resolve %q: %v", key, ep, ep.Host, err)
 	}
 	a, err := lookupHost(context.Background(), ep.Host)
 	if err != nil {
@@ -324,14 +336,14 @@ func (c *conductor) addNetworkPublication(cl *clientSession, cmd cnc.Publication
 // and names its send endpoint.
 // regID makes the name unique where the channel names no address to
 // share (0: spies, which match what exists).
-func resolveSendChannel(u *uri.ChannelURI, regID int64) (dest, control netip.AddrPort, canonical string, err error) {
+func (c *conductor) resolveSendChannel(u *uri.ChannelURI, regID int64) (dest, control netip.AddrPort, canonical string, err error) {
 	if mdc, _ := mdcMode(u); mdc || responseMode(u) {
 		if u.Has(uri.KeyControl) {
-			if control, err = resolveAddress(u, uri.KeyControl); err != nil {
+			if control, err = c.resolveAddress(u, uri.KeyControl); err != nil {
 				return
 			}
 		}
-	} else if dest, err = resolveEndpoint(u); err != nil {
+	} else if dest, err = c.resolveEndpoint(u); err != nil {
 		return
 	}
 	return dest, control, canonicalSendChannel(u, dest, control, regID), nil
@@ -346,7 +358,7 @@ func (c *conductor) addSpySubscription(cl *clientSession, cmd cnc.SubscriptionCo
 	if tag == noTag || u.Has(uri.KeyEndpoint) || u.Has(uri.KeyControl) {
 		// a tag alone names the publications it spies on
 		var err error
-		if _, _, canonical, err = resolveSendChannel(u, 0); err != nil {
+		if _, _, canonical, err = c.resolveSendChannel(u, 0); err != nil {
 			return err
 		}
 	}
@@ -402,7 +414,7 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 	var bind netip.AddrPort
 	var err error
 	if u.Has(uri.KeyEndpoint) {
-		if bind, err = resolveEndpoint(u); err != nil {
+		if bind, err = c.resolveEndpoint(u); err != nil {
 			return err
 		}
 	}
@@ -410,7 +422,7 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 	if u.Has(uri.KeyControl) {
 		// dynamic multi-destination-cast: status messages go to the
 		// publication's control address, which learns this receiver from them
-		if control, err = resolveAddress(u, uri.KeyControl); err != nil {
+		if control, err = c.resolveAddress(u, uri.KeyControl); err != nil {
 			return err
 		}
 		if bind.Addr().IsMulticast() {
@@ -537,7 +549,12 @@ func (c *conductor) addNetworkSubscription(cl *clientSession, cmd cnc.Subscripti
 			}
 		}
 		if control.IsValid() {
-			e.control, e.explicitControl = control, true
+			e.control, e.explicitControl, e.resolvedControl = control, true, control
+			if v, _ := u.Get(uri.KeyControl); !isAddressLiteral(v) {
+				a, _ := uri.ParseAddress(v)
+				e.controlHost = a.Host
+				e.lastActivityNs.Store(c.nowNs)
+			}
 		}
 		if err := e.allocateCounters(c, cmd.CorrelationID); err != nil {
 			e.freeCounters(c)

@@ -297,3 +297,55 @@ func startWithClient(t *testing.T, cfg Config, m Media, opts client.Options) (*D
 	t.Cleanup(func() { cl.Close() })
 	return d, cl
 }
+
+// TestDestinationAndControlReResolve (issue 28): a manual MDC destination
+// and a subscription's control= given by host name are resolved again,
+// off the conductor, once silent for the destination timeout
+// (aeron_udp_destination_tracker_check_for_re_resolution,
+// aeron_receive_channel_endpoint_check_for_re_resolution): SETUPs go to the
+// destination's new address and the subscription's requests for SETUP go
+// to the control's, each counted in system counter 25.
+func TestDestinationAndControlReResolve(t *testing.T) {
+	var mu sync.Mutex
+	addrs := map[string]netip.Addr{"dest.test": netip.MustParseAddr("10.0.0.2"), "ctl.test": netip.MustParseAddr("10.0.1.2")}
+	lookupNetIP = func(_ context.Context, _, host string) ([]netip.Addr, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		a, ok := addrs[host]
+		if !ok {
+			return nil, errors.New("no such host")
+		}
+		return []netip.Addr{a}, nil
+	}
+	oldAfter := reresolveAfterNs
+	reresolveAfterNs = int64(50 * time.Millisecond)
+	t.Cleanup(func() { lookupNetIP, reresolveAfterNs = net.DefaultResolver.LookupNetIP, oldAfter })
+	m := &fakeMedia{}
+	cfg := udpTestConfig(t)
+	cfg.ReResolutionCheckInterval = 20 * time.Millisecond
+	d, cl := startWithClient(t, cfg, m, client.Options{})
+	ctx := context.Background()
+	pub, err := cl.AddPublication(ctx, "aeron:udp?control-mode=manual", 1)
+	require.NoError(t, err)
+	require.NoError(t, pub.AddDestination(ctx, "aeron:udp?endpoint=dest.test:4000"))
+	_, err = cl.AddSubscription(ctx, "aeron:udp?endpoint=127.0.0.1:4100|control=ctl.test:4200", 2)
+	require.NoError(t, err)
+	sentTo := func(a string) bool {
+		for _, tr := range m.transports {
+			for _, dg := range tr.sent() {
+				if dg.addr.String() == a {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	require.Eventually(t, func() bool { return sentTo("10.0.0.2:4000") && sentTo("10.0.1.2:4200") }, 10*time.Second, time.Millisecond,
+		"SETUP to the destination and requests for SETUP to the control address")
+	mu.Lock()
+	addrs["dest.test"], addrs["ctl.test"] = netip.MustParseAddr("10.0.0.3"), netip.MustParseAddr("10.0.1.3")
+	mu.Unlock()
+	require.Eventually(t, func() bool { return sentTo("10.0.0.3:4000") && sentTo("10.0.1.3:4200") }, 10*time.Second, time.Millisecond,
+		"both went to the new addresses")
+	require.Eventually(t, func() bool { return d.c.sys[sysResolutionChanges].Load() == 2 }, 5*time.Second, time.Millisecond)
+}

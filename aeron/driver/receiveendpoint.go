@@ -46,6 +46,15 @@ type receiveEndpoint struct {
 	tag         int64
 	controlMode string
 	bind        netip.AddrPort
+	// controlHost is control='s host name ("" for an address), which the
+	// conductor resolves again when the endpoint has heard nothing for
+	// the destination timeout (lastActivityNs, the receiver's: data,
+	// SETUP, RTT measurements); resolvedControl is the conductor's view
+	// of the control address, control the receiver's
+	controlHost      string
+	lastActivityNs   atomic.Int64
+	resolvedControl  netip.AddrPort
+	controlResolving bool
 	// multicast: a multicast endpoint, with its channel's ttl= (0 when
 	// not given), against which a SETUP's ttl is checked
 	multicast    bool
@@ -174,6 +183,11 @@ func (e *receiveEndpoint) sendTo(r *receiver, via Transport, dest netip.AddrPort
 func (e *receiveEndpoint) onDatagram(t Transport, buf []byte, from netip.AddrPort, mediaTimestampNs int64) {
 	r := e.r
 	r.sys[sysBytesReceived].Add(int64(len(buf)))
+	if e.controlHost != "" {
+		// what keeps a named control address from being resolved again
+		// (aeron_receive_destination_update_last_activity_ns)
+		e.lastActivityNs.Store(r.nowNs)
+	}
 	f, err := protocol.NextFrame(buf, 0)
 	if err != nil {
 		r.sys[sysInvalidPackets].Add(1)
@@ -415,6 +429,40 @@ func (e *receiveEndpoint) freeCounters(c *conductor) {
 		}
 	}
 	e.statusID, e.localAddrID = -1, -1
+}
+
+// reresolveControl resolves again the host name of a subscription's
+// control= when the endpoint heard nothing for the destination timeout
+// (aeron_receive_channel_endpoint_check_for_re_resolution); a new address
+// is where the receiver sends from then on, counted in system counter 25.
+func (c *conductor) reresolveControl(e *receiveEndpoint) {
+	if e.controlHost == "" || e.closed || e.controlResolving || c.nowNs-e.lastActivityNs.Load() <= reresolveAfterNs {
+		return
+	}
+	e.controlResolving = true
+	e.lastActivityNs.Store(c.nowNs) // once per timeout, as C
+	c.opens.resolve(e.controlHost, func(a netip.Addr, err error) {
+		e.controlResolving = false
+		if e.closed {
+			return
+		}
+		if err != nil {
+			c.recordError(cnc.ErrorCodeUnknownHost, fmt.Sprintf("%s: re-resolve control: Unresolved - control=%s: %v", e.channel, e.controlHost, err))
+			return
+		}
+		to := netip.AddrPortFrom(a, e.resolvedControl.Port())
+		if to == e.resolvedControl {
+			return
+		}
+		fmt.Fprintf(c.log, "receive endpoint %s: control %s now resolves to %s (was %s)\n", e.channel, e.controlHost, to, e.resolvedControl)
+		e.resolvedControl = to
+		r := c.recv
+		c.receiverProxy.offer(func() {
+			e.control = to
+			clear(e.lastControlNs) // ask the new address for SETUP at once
+			r.sys[sysResolutionChanges].Add(1)
+		})
+	})
 }
 
 // registerWithControl sends, for each subscribed stream without an image,

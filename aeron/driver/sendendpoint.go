@@ -84,6 +84,8 @@ type sendEndpoint struct {
 	// mdc lists the destinations of a multi-destination-cast endpoint
 	// (nil otherwise); manual is fixed at creation, dests are the sender's
 	mdc *destinationTracker
+	// named are the manual destinations given by host name (conductor)
+	named []*namedDestination
 
 	// sender: the publications by session and stream
 	pubs     map[uint64]*networkPublication
@@ -520,7 +522,13 @@ func (c *conductor) checkReResolution() {
 		return
 	}
 	c.lastReResolutionNs = c.nowNs
+	for _, e := range c.endpoints {
+		c.reresolveControl(e)
+	}
 	for _, e := range c.sendEndpoints {
+		if len(e.named) > 0 && e.handed {
+			c.reresolveDestinations(e)
+		}
 		if e.host == "" || !e.handed || e.resolving || c.nowNs-e.lastSMNs.Load() <= reresolveAfterNs {
 			continue
 		}
@@ -545,6 +553,62 @@ func (c *conductor) checkReResolution() {
 			c.senderProxy.offer(func() { snd.onResolutionChange(e, to) })
 		})
 	}
+}
+
+// dropNamed forgets the named destination at addr (or, addr invalid,
+// added by regID).
+func (e *sendEndpoint) dropNamed(addr netip.AddrPort, regID int64) {
+	for i, d := range e.named {
+		if (addr.IsValid() && d.addr == addr) || (!addr.IsValid() && d.regID == regID) {
+			e.named = append(e.named[:i], e.named[i+1:]...)
+			return
+		}
+	}
+}
+
+// reresolveDestinations resolves again the names of an endpoint's manual
+// destinations that sent no status message for the destination timeout
+// (aeron_udp_destination_tracker_check_for_re_resolution); a new address
+// moves the destination and counts in system counter 25.
+func (c *conductor) reresolveDestinations(e *sendEndpoint) {
+	for _, d := range e.named {
+		if d.resolving || c.nowNs-d.seen.Load() <= reresolveAfterNs {
+			continue
+		}
+		d.resolving = true
+		d.seen.Store(c.nowNs) // once per timeout, as C updates the activity time
+		c.opens.resolve(d.host, func(a netip.Addr, err error) {
+			d.resolving = false
+			if c.sendEndpoints[e.canonical] != e || !containsNamed(e.named, d) {
+				return // gone meanwhile
+			}
+			if err != nil {
+				c.recordError(cnc.ErrorCodeUnknownHost, fmt.Sprintf("%s: re-resolve destination: Unresolved - endpoint=%s: %v", e.channel, d.host, err))
+				return
+			}
+			to := netip.AddrPortFrom(a, d.addr.Port())
+			if to == d.addr {
+				return
+			}
+			fmt.Fprintf(c.log, "send endpoint %s: destination %s now resolves to %s (was %s)\n", e.channel, d.host, to, d.addr)
+			d.addr = to
+			snd, reg := c.snd, d.regID
+			c.senderProxy.offer(func() {
+				if e.mdc.readdress(reg, to) {
+					snd.sys[sysResolutionChanges].Add(1)
+				}
+			})
+		})
+	}
+}
+
+func containsNamed(ds []*namedDestination, d *namedDestination) bool {
+	for _, x := range ds {
+		if x == d {
+			return true
+		}
+	}
+	return false
 }
 
 // onResolutionChange: the endpoint's host name resolves to another

@@ -123,16 +123,16 @@ func taggedAddressesMatch(u *uri.ChannelURI, remote, local, epRemote, epLocal ne
 func (c *conductor) resolveTaggedSendChannel(u *uri.ChannelURI, channel string, regID int64) (dest, control netip.AddrPort, canonical string, err error) {
 	tag := channelTag(u)
 	if tag == noTag {
-		return resolveSendChannel(u, regID)
+		return c.resolveSendChannel(u, regID)
 	}
 	var own, ownControl netip.AddrPort
 	if u.Has(uri.KeyEndpoint) {
-		if own, err = resolveEndpoint(u); err != nil {
+		if own, err = c.resolveEndpoint(u); err != nil {
 			return
 		}
 	}
 	if u.Has(uri.KeyControl) {
-		if ownControl, err = resolveAddress(u, uri.KeyControl); err != nil {
+		if ownControl, err = c.resolveAddress(u, uri.KeyControl); err != nil {
 			return
 		}
 	}
@@ -147,7 +147,7 @@ func (c *conductor) resolveTaggedSendChannel(u *uri.ChannelURI, channel string, 
 		err = fail(cnc.ErrorCodeInvalidChannel, "URI must have explicit control, endpoint, or be manual control-mode when original: channel=%s", channel)
 		return
 	}
-	if dest, control, canonical, err = resolveSendChannel(u, regID); err != nil {
+	if dest, control, canonical, err = c.resolveSendChannel(u, regID); err != nil {
 		return
 	}
 	if e, ok := c.sendEndpoints[canonical]; ok && e.tag != noTag && e.tag != tag {
@@ -187,7 +187,7 @@ func (c *conductor) receiveEndpointByTag(u *uri.ChannelURI, channel string, tag 
 		}
 		epControl := netip.AddrPort{}
 		if e.explicitControl {
-			epControl = e.control
+			epControl = e.resolvedControl
 		}
 		if !taggedAddressesMatch(u, control, bind, epControl, e.bind) {
 			return nil, fail(cnc.ErrorCodeInvalidChannel, "matching tag %d has mismatched endpoint or control: %s <> %s", tag, channel, e.channel)
