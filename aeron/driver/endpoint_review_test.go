@@ -166,7 +166,10 @@ func TestSlowNameDoesNotHoldConductor(t *testing.T) {
 	close(release)
 	require.NoError(t, <-slow)
 	require.Eventually(t, func() bool {
-		for _, tr := range m.transports {
+		m.mu.Lock()
+		trs := append([]*fakeTransport(nil), m.transports...)
+		m.mu.Unlock()
+		for _, tr := range trs {
 			if len(setupsByAddress(tr)["10.0.0.7:4000"]) == 1 {
 				return true
 			}

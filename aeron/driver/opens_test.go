@@ -331,7 +331,10 @@ func TestDestinationAndControlReResolve(t *testing.T) {
 	_, err = cl.AddSubscription(ctx, "aeron:udp?endpoint=127.0.0.1:4100|control=ctl.test:4200", 2)
 	require.NoError(t, err)
 	sentTo := func(a string) bool {
-		for _, tr := range m.transports {
+		m.mu.Lock()
+		trs := append([]*fakeTransport(nil), m.transports...)
+		m.mu.Unlock()
+		for _, tr := range trs {
 			for _, dg := range tr.sent() {
 				if dg.addr.String() == a {
 					return true
