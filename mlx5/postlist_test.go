@@ -128,3 +128,39 @@ func TestFakeKernelInlineAfterDereg(t *testing.T) {
 		require.Equal(t, "ijklmnop", string(p.memB[:8]))
 	})
 }
+
+// A post list whose second WR fails after its slot was chosen (inline
+// data longer than the QP's max_inline_data) rings the doorbell with the
+// first WR, the last WQE built whole: the doorbell (here the BlueFlame
+// copy of a single WQE) carries its opcode, index and QPN. Before the fix
+// it carried the failed WR's unfinished slot: QPN 0 and index 0 on the
+// first lap, a stale WQE after (issue 30, item 1). Over several laps of
+// the ring.
+func TestFailedWRDoesNotRing(t *testing.T) {
+	q := vQP{Type: num(uverbs.QPTypeRC), QPN: 0x1a5, BfregIndex: 24,
+		Requested: vCap{MaxSendWR: 16, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}}
+	r := newRig(t, q, vCQ{CQN: 0x400, CQECnt: 64}, vCQ{CQN: 0x401, CQECnt: 64})
+	good, long := make([]byte, 16), make([]byte, 200)
+	for lap := 0; lap < 300; lap++ {
+		for i := range good {
+			good[i] = byte(lap + i)
+		}
+		idx := r.sq.curPost & (r.sq.wqeCnt - 1)
+		off := r.sq.bf.offset
+		n, err := r.sq.post([]uverbs.SendWR{
+			{WRID: uint64(lap), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, InlineData: good},
+			{WRID: 1000, Opcode: uverbs.WRSend, InlineData: long},
+		})
+		require.Error(t, err, "lap %d", lap)
+		require.Equal(t, 1, n, "lap %d: the first WR was posted", lap)
+		wqe := unsafe.Slice((*byte)(unsafe.Add(r.sq.buf, uintptr(idx)<<sendWQEBBSh)), 64)
+		db := unsafe.Slice((*byte)(unsafe.Add(r.sq.bf.reg, off)), 64)
+		require.Equal(t, wqe, db, "lap %d: the doorbell copies the posted WQE", lap)
+		hdr := be64(*(*uint64)(unsafe.Pointer(&db[0])))
+		require.Equal(t, uint32(q.QPN), uint32(hdr)>>8, "lap %d: the doorbell names the QP", lap)
+		require.Equal(t, idx&0xffff, uint32(hdr>>40)&0xffff, "lap %d: and the WQE's index", lap)
+		require.Equal(t, be32(r.sq.curPost&0xffff), r.sq.dbrec[sndDBR], "lap %d: the doorbell record counts the posted WQE only", lap)
+		r.sq.tail.Store(r.sq.head)
+	}
+	require.Greater(t, r.sq.curPost, 2*r.sq.wqeCnt, "the ring wrapped")
+}

@@ -166,6 +166,12 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 		ctrl   unsafe.Pointer
 		size   uint32
 		inl    bool
+		// the last WQE built whole: what the doorbell names. A WR that
+		// fails after its slot was chosen leaves ctrl, size and inl on an
+		// unfinished WQE (issue 30, item 1)
+		lastCtrl unsafe.Pointer
+		lastSize uint32
+		lastInl  bool
 	)
 	if s.buf == nil { // destroyed (qp.Destroy, under the same lock)
 		return 0, uverbs.ErrClosed
@@ -337,6 +343,8 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 			s.wrid[idx] = wr.WRID
 			s.wqeHead[idx] = head + uint32(nreq)
 			curPost += (size*16 + sendWQEBB - 1) / sendWQEBB
+			lastCtrl, lastSize, lastInl = ctrl, size, inl
+			inl = false
 		}
 		if !need || fail != 0 {
 			break
@@ -355,7 +363,7 @@ func (s *sendQueue) post(wrs []uverbs.SendWR) (int, error) {
 	}
 	s.curPost = curPost
 	racePosted(unsafe.Pointer(s))
-	s.ring(uint32(nreq), inl, size, ctrl)
+	s.ring(uint32(nreq), lastInl, lastSize, lastCtrl)
 	if fail != 0 {
 		return nreq, s.postErr(fail, &wrs[nreq])
 	}
