@@ -145,7 +145,8 @@ func TestFailedWRDoesNotRing(t *testing.T) {
 		for i := range good {
 			good[i] = byte(lap + i)
 		}
-		idx := r.sq.curPost & (r.sq.wqeCnt - 1)
+		cur := r.sq.curPost
+		idx := cur & (r.sq.wqeCnt - 1)
 		off := r.sq.bf.offset
 		n, err := r.sq.post([]uverbs.SendWR{
 			{WRID: uint64(lap), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, InlineData: good},
@@ -158,7 +159,7 @@ func TestFailedWRDoesNotRing(t *testing.T) {
 		require.Equal(t, wqe, db, "lap %d: the doorbell copies the posted WQE", lap)
 		hdr := be64(*(*uint64)(unsafe.Pointer(&db[0])))
 		require.Equal(t, uint32(q.QPN), uint32(hdr)>>8, "lap %d: the doorbell names the QP", lap)
-		require.Equal(t, idx&0xffff, uint32(hdr>>40)&0xffff, "lap %d: and the WQE's index", lap)
+		require.Equal(t, cur&0xffff, uint32(hdr>>40)&0xffff, "lap %d: and the WQE's index", lap)
 		require.Equal(t, be32(r.sq.curPost&0xffff), r.sq.dbrec[sndDBR], "lap %d: the doorbell record counts the posted WQE only", lap)
 		r.sq.tail.Store(r.sq.head)
 	}
