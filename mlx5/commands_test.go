@@ -114,3 +114,33 @@ func TestGoldenCreateSRQDriverData(t *testing.T) {
 	require.Equal(t, uint32(3), attr.MaxSGE)
 	require.Equal(t, uverbs.SRQAttr{MaxWR: 15, MaxSGE: 3}, d.(*srq).Attr(), "srq_recv.json returned_max_wr/sge")
 }
+
+// An SRQ at or above half the device's max_srq_wr is made without the
+// wait queue, as libmlx5's mlx5_alloc_srq_buf falls back: the kernel is
+// told a max_wr within the device's limit and the buffer holds the
+// application's WQEs once, not twice. Below half, the wait queue stays
+// (libmlx5's command, byte for byte in TestGoldenCreateSRQDriverData)
+// (issue 30, item 6: ibgo asked the kernel for 65535 here, which a device
+// of 32768 refuses).
+func TestSRQNearDeviceLimit(t *testing.T) {
+	c := testContext()
+	defer c.Close()
+	limit := c.Resp.MaxSRQRecvWR // 32768 in the test context
+	for _, tc := range []struct {
+		maxWR, toKernel, appWR uint32
+	}{
+		{limit / 2, 32767, 32767},   // 2*16384+1 > 32768: no wait queue
+		{limit - 1, 32767, 32767},   // at the limit
+		{limit/2 - 1, 32767, 16383}, // 2*16383+1 fits: the wait queue
+		{100, 255, 127},             // libmlx5: max 128, wait queue to 256
+	} {
+		attr := uverbs.SRQInitAttr{MaxWR: tc.maxWR, MaxSGE: 1}
+		d, err := c.NewSRQ(&attr)
+		require.NoError(t, err, "max_wr %d", tc.maxWR)
+		require.Equal(t, tc.toKernel, attr.MaxWR, "max_wr %d: what the kernel is told", tc.maxWR)
+		require.LessOrEqual(t, attr.MaxWR, limit, "max_wr %d: within the device's limit", tc.maxWR)
+		require.Equal(t, tc.appWR, d.(*srq).Attr().MaxWR, "max_wr %d: what the application gets", tc.maxWR)
+		require.Equal(t, int(tc.toKernel+1)<<d.(*srq).q.shift, len(d.(*srq).mem), "max_wr %d: the buffer", tc.maxWR)
+		d.Destroy()
+	}
+}

@@ -183,7 +183,7 @@ func TestModelUD(t *testing.T) {
 
 func TestModelSRQ(t *testing.T) {
 	p := newPair(t, uverbs.QPTypeRC, 8, 8, 16)
-	maxN, maxGS, shift, err := calcSRQ(7, 1, testCtxResp())
+	maxN, _, maxGS, shift, err := calcSRQ(7, 1, testCtxResp())
 	require.NoError(t, err)
 	mem := alignedMem(int(2*maxN) << shift)
 	s := &srqQueue{buf: memPtr(mem), wrid: make([]uint64, 2*maxN), max: maxN, maxGS: maxGS, shift: shift, dbrec: new(uint32)}

@@ -290,7 +290,7 @@ func TestGoldenSRQ(t *testing.T) {
 		} `json:"cases"`
 	}
 	loadJSON(t, "srq_recv.json", &f)
-	maxN, maxGS, shift, err := calcSRQ(uint32(f.SRQ.MaxWR), uint32(f.SRQ.MaxSGE), testCtxResp())
+	maxN, _, maxGS, shift, err := calcSRQ(uint32(f.SRQ.MaxWR), uint32(f.SRQ.MaxSGE), testCtxResp())
 	require.NoError(t, err)
 	require.Equal(t, uint32(f.SRQ.RetWR), maxN-1, "returned max_wr")
 	require.Equal(t, int(f.SRQ.RetSGE), maxGS, "returned max_sge")

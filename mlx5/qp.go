@@ -232,11 +232,10 @@ type srq struct {
 // followed by as many again (libmlx5's wait queue, unused here); the
 // kernel is told the whole buffer (2*max-1 WRs) and the SGEs a WQE holds.
 func (c *Context) NewSRQ(attr *uverbs.SRQInitAttr) (uverbs.SRQDriver, error) {
-	maxN, maxGS, shift, err := calcSRQ(attr.MaxWR, attr.MaxSGE, &c.Resp)
+	maxN, total, maxGS, shift, err := calcSRQ(attr.MaxWR, attr.MaxSGE, &c.Resp)
 	if err != nil {
 		return nil, err
 	}
-	total := 2 * maxN
 	mem, err := sys.MmapAnon(pageRound(int(total)<<shift), 0)
 	if err != nil {
 		return nil, fmt.Errorf("mlx5: SRQ buffer: %w", err)

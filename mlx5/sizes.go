@@ -101,16 +101,25 @@ func calcQP(t uverbs.QPType, c uverbs.QPCap, hasSRQ bool, r *abi.Mlx5AllocUconte
 }
 
 // srqLayout mirrors rdma-core verbs.c: mlx5_create_srq and
-// mlx5_alloc_srq_buf.
-func calcSRQ(maxWR, maxSGE uint32, r *abi.Mlx5AllocUcontextResp) (max uint32, maxGS int, shift uint, err error) {
+// mlx5_alloc_srq_buf: max is the WQEs the application gets (max_wr+1
+// rounded up), total the WQEs of the buffer, which the kernel is told of:
+// twice the request plus one, rounded up, for libmlx5's wait queue when
+// the device allows that many, else max alone (issue 30, item 6: ibgo
+// always doubled, so a max_wr at half the device's limit or more was
+// refused where libmlx5 goes on without the wait queue).
+func calcSRQ(maxWR, maxSGE uint32, r *abi.Mlx5AllocUcontextResp) (max, total uint32, maxGS int, shift uint, err error) {
 	if maxWR > r.MaxSRQRecvWR {
-		return 0, 0, 0, postErr("create srq", syscall.EINVAL, "max_wr %d exceeds the device's %d", maxWR, r.MaxSRQRecvWR)
+		return 0, 0, 0, 0, postErr("create srq", syscall.EINVAL, "max_wr %d exceeds the device's %d", maxWR, r.MaxSRQRecvWR)
 	}
 	max = roundUpPow2(maxWR + 1)
+	total = max
+	if want := uint64(maxWR)*2 + 1; want <= uint64(r.MaxSRQRecvWR) {
+		total = roundUpPow2(uint32(want))
+	}
 	size := max32(32, srqNextSegSize+maxSGE*dataSegSize)
 	size = roundUpPow2(size)
 	maxGS = int((size - srqNextSegSize) / dataSegSize)
-	return max, maxGS, ilog2(size), nil
+	return max, total, maxGS, ilog2(size), nil
 }
 
 func max32(a, b uint32) uint32 { return max(a, b) }
