@@ -7,6 +7,9 @@
 #   make bench-aeron BENCH_AERON_MEDIA=udp
 #                                        the same over aeron:udp on loopback,
 #                                        2 MiB socket buffers and window
+#   make interop-aeron-java AERON_JAVA_CP=DIR
+#                                        Aeron's Java samples and driver with
+#                                        ibgo driver (docs/aeron.md)
 #   make lifecycle-aeron AERON_C_BIN=DIR the lifecycle scenarios against ibgo's
 #                                        driver and aeronmd side by side
 #   make bench-ib-vm                     aeron:ib UD, aeron:udp and aeron:ib RC
@@ -29,7 +32,10 @@ BENCH_AERON_ROUNDS ?= 3
 BENCH_AERON_MESSAGES ?= 10000000
 BENCH_AERON_MEDIA ?= ipc
 
-.PHONY: interop-aeron lifecycle-aeron bench-aeron bench-ib-vm
+AERON_JAVA_CP ?=
+JAVA ?= java
+
+.PHONY: interop-aeron interop-aeron-java lifecycle-aeron bench-aeron bench-ib-vm
 
 define AERON_C_BIN_HELP
 interop-aeron: FAIL: AERON_C_BIN is not set.
@@ -47,6 +53,14 @@ interop-aeron:
 	@mkdir -p bin
 	$(GO) build -o bin/ibgo ./cmd/ibgo
 	hwtest/aeron-interop.sh bin/ibgo "$(AERON_C_BIN)"
+
+## interop-aeron-java: Aeron's Java samples, AeronStat, ErrorStat and Java driver with ibgo driver (needs
+## AERON_JAVA_CP: Agrona and Aeron's client, driver and samples, built outside this repository; docs/aeron.md)
+interop-aeron-java:
+	@if [ -z "$(AERON_JAVA_CP)" ]; then echo "interop-aeron-java: FAIL: AERON_JAVA_CP is not set: a class path holding Agrona and Aeron's Java client, driver and samples, built outside this repository (docs/aeron.md, make interop-aeron-java)" >&2; exit 2; fi
+	@mkdir -p bin
+	$(GO) build -o bin/ibgo ./cmd/ibgo
+	JAVA="$(JAVA)" hwtest/aeron-java-interop.sh bin/ibgo "$(AERON_JAVA_CP)"
 
 ## lifecycle-aeron: the lifecycle scenarios (aeron/media/udp/lifecycle_test.go) against ibgo's driver and
 ## Aeron's C driver side by side (needs AERON_C_BIN: aeronmd or its directory)

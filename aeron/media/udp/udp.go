@@ -115,7 +115,13 @@ func (m *Media) Open(ch *uri.ChannelURI, bind, connect netip.AddrPort, p driver.
 	if connect.Addr().IsMulticast() && !bind.Addr().IsMulticast() {
 		return nil, fmt.Errorf("udp: multicast destination %s needs a multicast control address to bind, not %s", connect, bind)
 	}
-	conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(bind))
+	// an IPv4 bind (0.0.0.0 included) is an AF_INET socket, as C's: its
+	// snd-/rcv-local-sockaddr reads 0.0.0.0:port, not Go's dual-stack [::]
+	network := "udp"
+	if bind.Addr().Unmap().Is4() {
+		network = "udp4"
+	}
+	conn, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(bind))
 	if err != nil {
 		return nil, fmt.Errorf("udp: bind %s: %w", bind, err)
 	}
