@@ -62,7 +62,9 @@ func (m *Media) openMulticast(ctx context.Context, ch *uri.ChannelURI, bind, con
 	t := &transport{m: m, kind: kindGroup, peers: map[netip.AddrPort]*cm.UDPeer{}, keys: map[peerKey]netip.AddrPort{}, connect: connect, slots: newSlotRegs(sendSlots)}
 	window := receiveWindow(p)
 	ring := ringSize(window, 1024, 0, 0)
-	opts := &cm.UDOptions{Cap: uverbs.QPCap{MaxSendWR: sendSlots, MaxRecvWR: uint32(ring), MaxSendSGE: 1, MaxRecvSGE: 1},
+	// inline as the unicast UD QP asks: control frames and small
+	// datagrams leave without a gather from memory (issue 29)
+	opts := &cm.UDOptions{Cap: uverbs.QPCap{MaxSendWR: sendSlots, MaxRecvWR: uint32(ring), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: wantInline},
 		Timestamps: p.MediaTimestamps}
 	t.args = dialArgs{opts, p, aff, window, ring}
 	t.group = groupArgs{local: local, bind: bind, to: to}

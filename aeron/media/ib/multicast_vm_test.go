@@ -53,6 +53,9 @@ func TestIBMulticastTwoSubscribers(t *testing.T) {
 	t.Logf("%d messages of 256 B to two multicast subscribers in %v", n, time.Since(start))
 	for _, m := range []*ib.Media{ma, mb} {
 		requireCleanMedia(t, m)
+		// the multicast QPs send inline (as the unicast ones): the second
+		// driver only sends status messages, all small enough
+		require.Positive(t, m.Inline.Load(), "datagrams sent inline on the multicast QPs")
 	}
 	for _, d := range []*driver.Driver{da, db} {
 		log, k := errorLog(t, d)
