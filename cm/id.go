@@ -133,6 +133,21 @@ func (id *ID) push(ev *Event) {
 	}
 }
 
+// unshift puts evs back at the head of the queue, in order (events a
+// waiter took that were not its own).
+func (id *ID) unshift(evs []*Event) {
+	if len(evs) == 0 {
+		return
+	}
+	id.mu.Lock()
+	id.queue = append(append([]*Event(nil), evs...), id.queue...)
+	id.mu.Unlock()
+	select {
+	case id.notify <- struct{}{}:
+	default:
+	}
+}
+
 func (id *ID) fail(err error) {
 	id.mu.Lock()
 	if id.failErr == nil {

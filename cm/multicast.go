@@ -91,16 +91,9 @@ func (e *UDEndpoint) JoinMulticastAddr(ctx context.Context, group netip.Addr, op
 		e.id.leaveMulticast(handle)
 		return nil, relabel(err, op)
 	}
-	var ev *Event
-	for {
-		ev, err = e.id.WaitEvent(ctx, EventMulticastJoin)
-		if err != nil {
-			return fail(err)
-		}
-		if ev.Handle == handle {
-			break
-		}
-		// A late answer for a join that gave up: not ours.
+	ev, err := e.id.waitJoin(ctx, handle)
+	if err != nil {
+		return fail(err)
 	}
 	p := ev.UDP
 	m.MGID, m.MLID = p.AH.GRH.DGID, p.AH.DLID
@@ -199,6 +192,36 @@ func (id *ID) joinMulticast(group Addr, sendOnly bool) (uint32, error) {
 	}
 	r, _ := abi.Read[abi.UcmCreateIDResp](out)
 	return r.ID, nil
+}
+
+// waitJoin waits for the answer to the join of mc handle: its
+// MULTICAST_JOIN, or its MULTICAST_ERROR as the error. Any other event
+// that arrives meanwhile (another group's error, ADDR_CHANGE) is not this
+// join's: it goes back on the id's queue, in order, for whoever waits
+// for it; a MULTICAST_JOIN of another handle is the late answer of a join
+// that gave up (joins are one at a time) and is dropped. A ctx that ends
+// arms no drop entry, unlike WaitEvent: the caller leaves the group, and
+// LEAVE_MCAST drops the group's unread events in the kernel, so a drop
+// entry would swallow the next join's answer instead (issue 30, item 5).
+func (id *ID) waitJoin(ctx context.Context, handle uint32) (*Event, error) {
+	var others []*Event
+	defer func() { id.unshift(others) }()
+	for {
+		ev, err := id.next(ctx)
+		if err != nil {
+			return nil, &Error{Op: "wait for " + EventMulticastJoin.String(), Err: err, Kind: kindOf(err)}
+		}
+		switch {
+		case ev.Type == EventMulticastJoin && ev.Handle == handle:
+			return ev, nil
+		case ev.Type == EventMulticastError && ev.Handle == handle:
+			return nil, ev.Err()
+		case ev.Type == EventMulticastJoin:
+			// a late answer of an abandoned join: nobody waits for it
+		default:
+			others = append(others, ev)
+		}
+	}
 }
 
 // leaveMulticast is LEAVE_MCAST of the mc handle.

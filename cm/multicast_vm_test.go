@@ -72,6 +72,32 @@ func TestMulticastJoinLeave(t *testing.T) {
 	require.NoError(t, m2.Leave())
 }
 
+// TestMulticastJoinAfterCancelledJoin (issue 30, item 5): a join whose
+// context ends before the kernel answers leaves the group, and the next
+// joins on the same endpoint succeed. Before, the abandoned wait armed a
+// drop entry that LEAVE_MCAST (which drops the group's unread events)
+// left unconsumed, so the next join's answer was swallowed and every
+// later join on the id timed out.
+func TestMulticastJoinAfterCancelledJoin(t *testing.T) {
+	vm := testutil.VM(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ep, err := cm.OpenUD(ctx, vm.IP, udOptions(2))
+	require.NoError(t, err)
+	defer ep.Close()
+	for i := range 20 {
+		gone, stop := context.WithCancel(ctx)
+		stop() // ended before any answer can come
+		_, err := ep.JoinMulticast(gone, fmt.Sprintf("239.1.9.%d", 2*i+1), nil)
+		require.Error(t, err, "round %d: the cancelled join", i)
+		jctx, jcancel := context.WithTimeout(ctx, 5*time.Second)
+		m, err := ep.JoinMulticast(jctx, fmt.Sprintf("239.1.9.%d", 2*i+2), nil)
+		jcancel()
+		require.NoError(t, err, "round %d: the join after a cancelled one", i)
+		require.NoError(t, m.Leave())
+	}
+}
+
 // TestMulticastIPv6Group: RoCE v2 has no IPv6 multicast in the kernel's CM
 // (cma.c: cma_iboe_join_multicast answers ENOTSUPP, errno 524), which we
 // report as ErrNotSupported.

@@ -59,3 +59,38 @@ func TestSIDREventErrors(t *testing.T) {
 	require.ErrorIs(t, late, ErrUnreachable)
 	require.ErrorIs(t, late, ErrTimeout)
 }
+
+// A join's wait takes its own answer only (issue 30, item 5): the late
+// answer of an abandoned join is dropped, another group's error and an
+// ADDR_CHANGE that arrive meanwhile stay queued, in order, for their
+// waiters; a wait that gives up leaves no drop entry behind, so the next
+// join's answer is not swallowed (LEAVE_MCAST drops the abandoned group's
+// events in the kernel); an error for the join's own group fails it.
+func TestWaitJoinTakesOnlyItsAnswer(t *testing.T) {
+	id := &ID{notify: make(chan struct{}, 1), closeCh: make(chan struct{})}
+	id.push(&Event{Type: EventMulticastJoin, Handle: 7}) // abandoned join
+	id.push(&Event{Type: EventMulticastError, Handle: 3, Status: -110})
+	id.push(&Event{Type: EventAddrChange})
+	id.push(&Event{Type: EventMulticastJoin, Handle: 9})
+	ev, err := id.waitJoin(context.Background(), 9)
+	require.NoError(t, err)
+	require.Equal(t, uint32(9), ev.Handle)
+	require.Len(t, id.queue, 2, "the other group's error and the ADDR_CHANGE are still queued")
+	require.Equal(t, EventMulticastError, id.queue[0].Type)
+	require.Equal(t, EventAddrChange, id.queue[1].Type)
+	id.queue = nil
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = id.waitJoin(ctx, 11)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Empty(t, id.drop, "a join that gave up arms no drop entry")
+	id.push(&Event{Type: EventMulticastJoin, Handle: 12})
+	ev, err = id.waitJoin(context.Background(), 12)
+	require.NoError(t, err, "the next join gets its answer")
+	require.Equal(t, uint32(12), ev.Handle)
+
+	id.push(&Event{Type: EventMulticastError, Handle: 13, Status: -110})
+	_, err = id.waitJoin(context.Background(), 13)
+	require.Error(t, err, "the join's own group failed")
+}
