@@ -8,12 +8,15 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ibgo/ibgo/cm"
 	"github.com/ibgo/ibgo/internal/testutil"
+	"github.com/ibgo/ibgo/uverbs"
 )
 
 // TestIBLinkOutage (issue 29, open): the rxe netdev goes down for a few
@@ -85,4 +88,86 @@ func TestIBLinkOutage(t *testing.T) {
 			waitUntil(t, "a new publication connects after the outage", deadline, func() bool { return p2.IsConnected() && s2.IsConnected() })
 		})
 	}
+}
+
+// TestIBFlapProbe (issue 29, diagnosis; IBGO_FLAP_PROBE=seconds): which
+// state a link flap breaks, at the cm level, without the medium. Before
+// the flap the process opens a SIDR listener (as a subscription holds
+// one) and, with STEPS, more of what the medium holds; after it, a fresh
+// listener and a fresh dial in this process, and the same against
+// Debian's udaddy in a child process, each once, with its outcome logged.
+func TestIBFlapProbe(t *testing.T) {
+	vm := testutil.OneNode(t)
+	s := os.Getenv("IBGO_FLAP_PROBE")
+	if s == "" {
+		t.Skip("a diagnosis probe: IBGO_FLAP_PROBE=seconds")
+	}
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err)
+	ctx := context.Background()
+	opts := func() *cm.UDOptions {
+		return &cm.UDOptions{Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	}
+	serve := func(l *cm.UDListener) {
+		go func() {
+			for {
+				r, err := l.Accept(ctx)
+				if err != nil {
+					return
+				}
+				_ = r.Accept(nil)
+			}
+		}()
+	}
+	dial := func(what, addr string) {
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		ep, _, err := cm.DialUD(c, addr, opts())
+		t.Logf("PROBE %s: dial %s: err=%v after %v", what, addr, err, time.Since(start).Round(time.Millisecond))
+		if ep != nil {
+			ep.Close()
+		}
+	}
+	old, err := cm.ListenUD(ctx, vm.IP+":24700", opts())
+	require.NoError(t, err)
+	serve(old)
+	defer old.Close()
+	dial("before flap, to the old listener", vm.IP+":24700")
+	for _, st := range []string{"down", "up"} {
+		out, err := exec.Command("ip", "link", "set", vm.Netdev, st).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		if st == "down" {
+			time.Sleep(time.Duration(n) * time.Second)
+		}
+	}
+	time.Sleep(2 * time.Second)
+	dial("after flap, to the old listener", vm.IP+":24700")
+	fresh, err := cm.ListenUD(ctx, vm.IP+":24701", opts())
+	require.NoError(t, err)
+	serve(fresh)
+	defer fresh.Close()
+	dial("after flap, to a fresh listener in this process", vm.IP+":24701")
+	old.Close()
+	dial("after flap, old listener closed, to the fresh listener", vm.IP+":24701")
+	// udaddy serves on 7174; a child process as the server
+	srv := exec.Command("udaddy", "-b", vm.IP)
+	out := &strings.Builder{}
+	srv.Stdout, srv.Stderr = out, out
+	if err := srv.Start(); err == nil {
+		time.Sleep(500 * time.Millisecond)
+		dial("after flap, to udaddy in a child process", vm.IP+":7174")
+		_ = srv.Process.Kill()
+		_ = srv.Wait()
+		t.Logf("PROBE udaddy server: %s", out.String())
+	}
+	// a child process as the client, to a fresh listener here on udaddy's
+	// port (the SIDR exchange completes if the child gets as far as its
+	// data transfers)
+	l7, err := cm.ListenUD(ctx, vm.IP+":7174", opts())
+	require.NoError(t, err)
+	serve(l7)
+	defer l7.Close()
+	cl, err := exec.Command("timeout", "10", "udaddy", "-s", vm.IP, "-C", "1").CombinedOutput()
+	t.Logf("PROBE udaddy client (child) to a fresh listener here: err=%v: %s", err, cl)
 }
