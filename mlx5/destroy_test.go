@@ -109,3 +109,37 @@ func TestDestroyConcurrentWithPostPoll(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// ReqNotify after the CQ was destroyed (a CQ.Close or Context.Close that
+// won the race) returns ErrClosed and writes neither the doorbell record
+// nor the UAR: the arm runs under the lock Destroy takes, so it happens
+// wholly before Destroy or not at all (issue 30, item 3). A race between
+// the two, under the race detector, ends without a fault.
+func TestReqNotifyAfterDestroy(t *testing.T) {
+	r := newDestroyRig(t)
+	r.cq.ring.uar = unsafe.Pointer(&r.uar[0])
+	require.NoError(t, r.cq.ReqNotify(true), "an arm before Destroy works")
+	armed := r.cq.ring.dbrec[cqArmDB]
+	require.NotZero(t, armed, "a solicited-only arm names its command")
+	uar := append([]byte(nil), r.uar[cqDBOff:cqDBOff+8]...)
+	require.NoError(t, r.cq.Destroy())
+	require.ErrorIs(t, r.cq.ReqNotify(false), uverbs.ErrClosed)
+	require.Equal(t, armed, r.cq.ring.dbrec[cqArmDB], "the doorbell record was not written")
+	require.Equal(t, uar, r.uar[cqDBOff:cqDBOff+8], "nor the UAR")
+
+	for range 50 {
+		r := newDestroyRig(t)
+		r.cq.ring.uar = unsafe.Pointer(&r.uar[0])
+		done := make(chan error, 1)
+		go func() {
+			for {
+				if err := r.cq.ReqNotify(false); err != nil {
+					done <- err
+					return
+				}
+			}
+		}()
+		require.NoError(t, r.cq.Destroy())
+		require.ErrorIs(t, <-done, uverbs.ErrClosed)
+	}
+}

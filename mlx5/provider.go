@@ -327,8 +327,15 @@ func (q *cq) ReqNotify(solicitedOnly bool) error {
 		return fmt.Errorf("%w: the CQ has no UAR page mapped to arm through", uverbs.ErrNotSupported)
 	}
 	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.mem == nil {
+		// destroyed, by CQ.Close or Context.Close, which destroy under
+		// this lock before the doorbell record and UAR pages go: arming
+		// now would write to freed or unmapped pages, a fault rather than
+		// an error (issue 30, item 3)
+		return uverbs.ErrClosed
+	}
 	q.ring.arm(solicitedOnly)
-	q.mu.Unlock()
 	return nil
 }
 
