@@ -1,6 +1,7 @@
 package mlx5
 
 import (
+	"sync"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -164,4 +165,54 @@ func TestFailedWRDoesNotRing(t *testing.T) {
 		r.sq.tail.Store(r.sq.head)
 	}
 	require.Greater(t, r.sq.curPost, 2*r.sq.wqeCnt, "the ring wrapped")
+}
+
+// Static bfregs as libmlx5's need_uuar_lock has them: index 0 (doorbell
+// only) and the low-latency bfregs at the top take no lock, the medium
+// ones between are shared by QPs and do (issue 30, item 4).
+func TestStaticBfregLocks(t *testing.T) {
+	const tot = 16 // the kernel's tot_bfregs for our request
+	low := lowLatBfregs(tot)
+	require.EqualValues(t, 4, low)
+	gross := uint32(tot / nonFPBfregs * bfregsPerUAR)
+	for bfi := uint32(0); bfi < gross; bfi++ {
+		want := bfi != 0 && bfi <= 22 // (bfi/2 + bfi%2) < 16 - 4
+		require.Equal(t, want, needBfregLock(bfi, tot, low), "bfreg %d", bfi)
+	}
+	require.EqualValues(t, 20, lowLatBfregs(32), "more bfregs: all above the medium threshold are low latency")
+}
+
+// Two QPs on one shared (medium) static bfreg post at once: each doorbell
+// and BlueFlame copy, and the offset that alternates between the
+// register's halves, happen under the bfreg's lock. The race tier runs
+// this with the race detector, which reports the offset's unguarded
+// update without the lock.
+func TestSharedBfregConcurrentPosts(t *testing.T) {
+	q := vQP{Type: num(uverbs.QPTypeRC), QPN: 0x1b0, BfregIndex: 5,
+		Requested: vCap{MaxSendWR: 64, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}}
+	a := newRig(t, q, vCQ{CQN: 0x400, CQECnt: 64}, vCQ{CQN: 0x401, CQECnt: 64})
+	q.QPN = 0x1b1
+	b := newRig(t, q, vCQ{CQN: 0x402, CQECnt: 64}, vCQ{CQN: 0x403, CQECnt: 64})
+	shared := a.sq.bf
+	shared.lock = new(sync.Mutex)
+	b.sq.bf = shared
+	var wg sync.WaitGroup
+	for _, r := range []*rig{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msg := make([]byte, 40)
+			for i := range 2000 {
+				n, err := r.sq.post([]uverbs.SendWR{{WRID: uint64(i), Opcode: uverbs.WRSend, InlineData: msg}})
+				if err != nil || n != 1 {
+					t.Errorf("post %d: %d, %v", i, n, err)
+					return
+				}
+				r.sq.tail.Store(r.sq.head)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Contains(t, []uintptr{0, shared.bufSize}, shared.offset, "4000 doorbells alternate the halves")
+	require.Zero(t, shared.offset, "an even number of doorbells ends on the first half")
 }

@@ -56,9 +56,20 @@ type Context struct {
 const (
 	defTotalBfregs  = 16 // MLX5_DEF_TOT_UUARS
 	defLowLatBfregs = 4
-	bfregsPerUAR    = 4 // MLX5_NUM_BFREGS_PER_UAR
-	nonFPBfregs     = 2 // MLX5_NUM_NON_FP_BFREGS_PER_UAR
+	medBfregsThresh = 12 // MLX5_MED_BFREGS_TSHOLD
+	bfregsPerUAR    = 4  // MLX5_NUM_BFREGS_PER_UAR
+	nonFPBfregs     = 2  // MLX5_NUM_NON_FP_BFREGS_PER_UAR
 )
+
+// lowLatBfregs mirrors rdma-core mlx5.c: get_num_low_lat_uuars without
+// MLX5_NUM_LOW_LAT_UUARS: the bfregs at the top of a static context that
+// each go to one QP.
+func lowLatBfregs(tot uint32) uint32 {
+	if tot > medBfregsThresh {
+		return max(defLowLatBfregs, tot-medBfregsThresh)
+	}
+	return defLowLatBfregs
+}
 
 func (c *Context) request(flags uint32, n int) []byte {
 	req := abi.Mlx5AllocUcontextReqV2{
@@ -166,6 +177,9 @@ func (c *Context) open(fd *sys.FD) error {
 		b.uuarn = bfi
 		if bfi != 0 {
 			b.bufSize = uintptr(c.Resp.BfRegSize / 2)
+		}
+		if needBfregLock(bfi, c.Resp.TotBfregs, lowLatBfregs(c.Resp.TotBfregs)) {
+			b.lock = new(sync.Mutex)
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package mlx5
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -35,6 +36,21 @@ type bfReg struct {
 	uuarn   uint32
 	pageID  uint32         // dynamic UARs: the page create_cq/create_qp name
 	uarBase unsafe.Pointer // dynamic UARs: the 4 KiB UAR (CQ doorbell at +0x20)
+	// lock serialises the doorbell writes of the QPs that share a static
+	// medium-class bfreg (libmlx5's bf->need_lock and bf->lock); nil for
+	// a bfreg one QP has alone
+	lock *sync.Mutex
+}
+
+// needBfregLock mirrors rdma-core mlx5.c: need_uuar_lock: of a static
+// context's bfregs, index 0 (doorbells only, no BlueFlame) and the
+// low-latency ones at the top (one QP each) take no lock; the medium ones
+// between are shared by QPs and must (issue 30, item 4).
+func needBfregLock(bfi, totBfregs, lowLat uint32) bool {
+	if bfi == 0 {
+		return false
+	}
+	return bfi/2+bfi%2 < totBfregs-lowLat
 }
 
 // wq is a work queue's bookkeeping: rdma-core struct mlx5_wq.
@@ -519,8 +535,11 @@ func (s *sendQueue) ring(nreq uint32, inl bool, size uint32, ctrl unsafe.Pointer
 	s.head += nreq
 	mmio.ToDevice()
 	s.dbrec[sndDBR] = be32(s.curPost & 0xffff)
-	mmio.WCStart()
 	bf := s.bf
+	if bf.lock != nil {
+		bf.lock.Lock() // a medium bfreg other QPs write too (post_send_db's mmio_wc_spinlock)
+	}
+	mmio.WCStart()
 	dst := unsafe.Add(bf.reg, bf.offset)
 	if nreq == 1 && bf.uuarn != 0 && (inl || s.preferBF) && size > 1 && uintptr(size) <= bf.bufSize/16 {
 		// mlx5_bf_copy: 64-byte chunks, the source wrapping at the ring end.
@@ -539,6 +558,9 @@ func (s *sendQueue) ring(nreq uint32, inl bool, size uint32, ctrl unsafe.Pointer
 	}
 	mmio.FlushWrites()
 	bf.offset ^= bf.bufSize
+	if bf.lock != nil {
+		bf.lock.Unlock()
+	}
 }
 
 // recvQueue is a QP's own receive queue.
