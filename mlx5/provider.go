@@ -42,11 +42,18 @@ type Context struct {
 	dbPage []byte // current doorbell-record page
 	dbOff  int
 	dbAll  [][]byte
+	// freeDBs are the records of destroyed objects, handed out again
+	// (rdma-core dbrec.c: mlx5_free_db; issue 30, item 9)
+	freeDBs []unsafe.Pointer
 
 	dynMode bool     // the kernel gave no static bfregs: UARs are UAR objects
 	dyn     []dynUAR // allocated UAR objects
 	freeBF  []*bfReg // dedicated bfregs not in use by a QP
-	cqBF    *bfReg   // the UAR CQs arm through (dynamic mode)
+	// shared are the bfregs QPs share (with locks) once MaxDedicatedUARs
+	// are allocated, handed out in turn (sharedNext)
+	shared     []*bfReg
+	sharedNext int
+	cqBF       *bfReg // the UAR CQs arm through (dynamic mode)
 
 	clockPage []byte  // the kernel's mlx5_ib_clock_info, read-only
 	clock     hwClock // reads clockPage (clock.go); Close forgets it before unmapping
@@ -209,16 +216,21 @@ func (c *Context) Close() error {
 			first = err
 		}
 	}
-	c.uars, c.dbAll, c.bfs, c.dbPage, c.dyn, c.freeBF, c.cqBF, c.clockPage = nil, nil, nil, nil, nil, nil, nil, nil
+	c.uars, c.dbAll, c.bfs, c.dbPage, c.dyn, c.freeBF, c.cqBF, c.clockPage, c.freeDBs, c.shared = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
 	return first
 }
 
 // allocDB hands out one cache line of a page-aligned anonymous page for a
-// doorbell record (rdma-core dbrec.c: mlx5_alloc_dbrec). Records are not
-// recycled: a few bytes per destroyed object for the context's lifetime.
+// doorbell record (rdma-core dbrec.c: mlx5_alloc_dbrec), a destroyed
+// object's first.
 func (c *Context) allocDB() (unsafe.Pointer, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if n := len(c.freeDBs); n > 0 {
+		p := c.freeDBs[n-1]
+		c.freeDBs = c.freeDBs[:n-1]
+		return p, nil
+	}
 	line := int(max(c.Resp.CacheLineSize, 64))
 	if c.dbPage == nil || c.dbOff+line > len(c.dbPage) {
 		m, err := sys.MmapAnon(sys.Pagesize, 0)
@@ -231,6 +243,19 @@ func (c *Context) allocDB() (unsafe.Pointer, error) {
 	p := unsafe.Pointer(&c.dbPage[c.dbOff])
 	c.dbOff += line
 	return p, nil
+}
+
+// freeDB takes back a destroyed object's doorbell record (the kernel
+// destroyed the object first: the device no longer reads it).
+func (c *Context) freeDB(p unsafe.Pointer) {
+	if p == nil {
+		return
+	}
+	c.mu.Lock()
+	if c.dbAll != nil { // not after Close
+		c.freeDBs = append(c.freeDBs, p)
+	}
+	c.mu.Unlock()
 }
 
 func pageRound(n int) int { return (n + sys.Pagesize - 1) &^ (sys.Pagesize - 1) }
@@ -428,5 +453,6 @@ func (q *cq) Destroy() error {
 	}
 	m := q.mem
 	q.mem, q.ring.buf = nil, nil
+	q.ctx.freeDB(unsafe.Pointer(q.ring.dbrec))
 	return sys.Munmap(m)
 }

@@ -214,6 +214,7 @@ func (q *qp) Destroy() error {
 	q.ctx.putBfreg(q.sq.bf)
 	q.sq.bf = nil
 	q.sq.buf, q.sq.end, q.rq.buf = nil, nil, nil
+	q.ctx.freeDB(unsafe.Pointer(q.sq.dbrec))
 	m := q.mem
 	q.mem = nil
 	return sys.Munmap(m)
@@ -297,6 +298,7 @@ func (s *srq) Destroy() error {
 	}
 	m := s.mem
 	s.mem, s.q.buf = nil, nil
+	s.ctx.freeDB(unsafe.Pointer(s.q.dbrec))
 	return sys.Munmap(m)
 }
 

@@ -3,6 +3,7 @@ package mlx5
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -98,9 +99,17 @@ func (c *Context) destroyDynUAR(handle uint32) error {
 	return cmd.Exec(c.fd)
 }
 
+// MaxDedicatedUARs bounds the UARs a context allocates for QPs of their
+// own (two bfregs each): past it, or when the device has no more UARs, new
+// QPs share the bfregs of one more UAR under a lock, as libmlx5 falls back
+// to shared bfregs, instead of exhausting the device's UARs and the
+// process's mappings (issue 30, item 9). Set it before opening a context.
+var MaxDedicatedUARs = 512
+
 // getBfreg returns a bfreg for a new QP. Static bfregs: nil (the kernel
 // picks one and create_qp's response names it). Dynamic UARs: a dedicated
-// bfreg (no lock needed on post), allocating UARs as needed.
+// bfreg (no lock needed on post), allocating UARs as needed up to
+// MaxDedicatedUARs, then a shared one.
 func (c *Context) getBfreg() (*bfReg, error) {
 	if !c.dynMode {
 		return nil, nil
@@ -108,8 +117,14 @@ func (c *Context) getBfreg() (*bfReg, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.freeBF) == 0 {
+		if len(c.dyn) >= MaxDedicatedUARs+1 { // +1: the CQs' UAR
+			return c.sharedBfregLocked()
+		}
 		bfs, err := c.allocDynUAR()
 		if err != nil {
+			if len(c.shared) > 0 {
+				return c.sharedBfregLocked() // the device is out of UARs
+			}
 			return nil, err
 		}
 		c.freeBF = append(c.freeBF, bfs...)
@@ -119,8 +134,27 @@ func (c *Context) getBfreg() (*bfReg, error) {
 	return b, nil
 }
 
+// sharedBfregLocked hands out the shared bfregs in turn, allocating their
+// UAR the first time; each has a lock, which every post through it takes
+// around the doorbell (sendQueue.ring). Called with c.mu held.
+func (c *Context) sharedBfregLocked() (*bfReg, error) {
+	if len(c.shared) == 0 {
+		bfs, err := c.allocDynUAR()
+		if err != nil {
+			return nil, fmt.Errorf("mlx5: a UAR for shared bfregs: %w", err)
+		}
+		for _, b := range bfs {
+			b.lock = new(sync.Mutex)
+		}
+		c.shared = bfs
+	}
+	b := c.shared[c.sharedNext%len(c.shared)]
+	c.sharedNext++
+	return b, nil
+}
+
 func (c *Context) putBfreg(b *bfReg) {
-	if b == nil || !c.dynMode {
+	if b == nil || !c.dynMode || b.lock != nil { // a shared one stays shared
 		return
 	}
 	c.mu.Lock()

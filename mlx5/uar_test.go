@@ -1,6 +1,7 @@
 package mlx5
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -64,3 +65,55 @@ var (
 	uverbsCQAttr7 = uverbs.CQInitAttr{CQE: 7}
 	rcAttr        = uverbs.QPInitAttr{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}}
 )
+
+// Doorbell records of destroyed QPs, CQs and SRQs are handed out again
+// (issue 30, item 9): a context that makes and destroys objects over and
+// over keeps one record page.
+func TestDoorbellRecordsRecycled(t *testing.T) {
+	c := &Context{Resp: *testCtxResp(), dynMode: true}
+	c.Resp.TotBfregs = 0
+	c.cqBF = &bfReg{pageID: 0x21}
+	c.freeBF = []*bfReg{{pageID: 0x22, bufSize: 256, uuarn: 1}}
+	defer c.Close()
+	for range 300 {
+		q, err := c.NewQP(&rcAttr)
+		require.NoError(t, err)
+		cq, err := c.NewCQ(&uverbsCQAttr7)
+		require.NoError(t, err)
+		s, err := c.NewSRQ(&uverbs.SRQInitAttr{MaxWR: 8, MaxSGE: 1})
+		require.NoError(t, err)
+		require.NoError(t, q.Destroy())
+		require.NoError(t, cq.Destroy())
+		require.NoError(t, s.Destroy())
+	}
+	require.Len(t, c.dbAll, 1, "900 objects made and destroyed, one record page (64 records)")
+}
+
+// Past MaxDedicatedUARs, QPs share the bfregs of one more UAR, each with
+// its lock, in turn; a shared bfreg does not go back to the dedicated pool
+// (issue 30, item 9).
+func TestSharedBfregsPastTheLimit(t *testing.T) {
+	old := MaxDedicatedUARs
+	MaxDedicatedUARs = 1
+	defer func() { MaxDedicatedUARs = old }()
+	c := &Context{Resp: *testCtxResp(), dynMode: true, dyn: make([]dynUAR, 2)}
+	c.Resp.TotBfregs = 0
+	c.cqBF = &bfReg{pageID: 0x21}
+	c.shared = []*bfReg{{pageID: 0x30, bufSize: 256, uuarn: 1, lock: new(sync.Mutex)}, {pageID: 0x31, bufSize: 256, uuarn: 1, lock: new(sync.Mutex)}}
+	var qps []*qp
+	for range 3 {
+		d, err := c.NewQP(&rcAttr)
+		require.NoError(t, err)
+		qps = append(qps, d.(*qp))
+	}
+	require.Same(t, c.shared[0], qps[0].sq.bf)
+	require.Same(t, c.shared[1], qps[1].sq.bf)
+	require.Same(t, c.shared[0], qps[2].sq.bf, "in turn")
+	for _, q := range qps {
+		require.NotNil(t, q.sq.bf.lock, "a shared bfreg is locked on post")
+		require.NoError(t, q.Destroy())
+	}
+	require.Empty(t, c.freeBF, "shared bfregs stay shared")
+	c.dyn = nil // no UAR objects to destroy in Close
+	require.NoError(t, c.Close())
+}
