@@ -181,7 +181,11 @@ func (t *rcTransport) sharedFailure(op string, err error) {
 // goroutine creates QPs only under sharedMu, on the current generation; a
 // connection it made on the old one is dropped when handed over. The old
 // queues are destroyed once no QP uses them (else at Close).
-func (t *rcTransport) rebuildShared() error {
+func (t *rcTransport) rebuildShared() error { return t.rebuildSharedFor(true) }
+
+// rebuildSharedFor is rebuildShared; failure says the old queues failed
+// (counted in CQRebuilds), else they are replaced for larger buffers (grow).
+func (t *rcTransport) rebuildSharedFor(failure bool) error {
 	now := time.Now().UnixNano()
 	if now < t.rebuildAt {
 		return nil
@@ -213,7 +217,9 @@ func (t *rcTransport) rebuildShared() error {
 		return err
 	}
 	t.sharedFailed, t.rebuildAt = false, 0
-	t.m.CQRebuilds.Add(1)
+	if failure {
+		t.m.CQRebuilds.Add(1)
+	}
 	return nil
 }
 

@@ -105,6 +105,7 @@ func (m *Media) Statistics() []driver.MediaStatistic {
 		{Name: "rc connections abandoned", Value: &m.RC.Abandoned},
 		{Name: "rc connections lost", Value: &m.RC.Lost},
 		{Name: "rc connections rejected", Value: &m.RC.Rejected},
+		{Name: "rc receive buffers grown for a larger mtu", Value: &m.RC.MTUGrowths},
 		{Name: "rc work requests flushed", Value: &m.RC.Flushed},
 		{Name: "rc frames dropped", Value: &m.RC.Dropped},
 		{Name: "rc CQ errors", Value: &m.RC.CQErrors},

@@ -61,8 +61,13 @@ type RCStats struct {
 	// again.
 	Lost atomic.Int64
 	// Rejected counts connection requests a subscription refused: more
-	// than RCMaxPeers, or frames larger than its receive buffers.
+	// than RCMaxPeers, or frames larger than it can ever take.
 	Rejected atomic.Int64
+	// MTUGrowths counts the times a subscription grew its receive buffers
+	// for a publication's larger mtu (its CONNECT names it): the request
+	// is asked to come again, the shared queues are rebuilt with buffers
+	// of that size, and connections already made dial again.
+	MTUGrowths atomic.Int64
 	// Flushed counts work requests completed with a flush status (a QP
 	// that had gone to error): expected when a connection is lost, and not
 	// counted in RecvErrors/SendErrors.
@@ -91,6 +96,13 @@ const (
 	// little-endian u32) and a subscription's REJECT data (then the
 	// largest frame it receives).
 	rcMagic = "AIBR"
+	// rcGrowMagic starts the REJECT data of a subscription that grows its
+	// receive buffers to the requested mtu: dial again shortly (a
+	// publication's dial loop does, without counting an error).
+	rcGrowMagic = "AIBG"
+	// rcMaxMTU is the largest mtu a subscription grows to: Aeron's
+	// largest frame (uri's MaxUDPPayload).
+	rcMaxMTU = uri.MaxUDPPayload
 )
 
 // rcRingSize is the number of SRQ buffers of a subscription: ringSize's
@@ -121,6 +133,34 @@ func rcMTU(ch *uri.ChannelURI, p driver.TransportParams) int {
 		return int(v)
 	}
 	return p.MTU
+}
+
+// rcGrowData is the REJECT data of a subscription growing to mtu.
+func rcGrowData(mtu int) []byte {
+	b := rcConnectData(mtu)
+	copy(b, rcGrowMagic)
+	return b
+}
+
+// grow makes the subscription's receive buffers mtu bytes (a CONNECT asked
+// for it, accept): the ring is sized again for the window, and the shared
+// queues are rebuilt with it, which drops the connections made on the old
+// ones (their publications dial again). Agent.
+func (t *rcTransport) grow(mtu int) error {
+	t.sharedMu.Lock()
+	t.mtu = mtu
+	t.ring = rcRingSize(t.window, mtu, t.maxSRQWR, t.maxCQE)
+	if n := t.ring + RCMaxPeers*rcSendSlots; cap(t.pend) < n {
+		t.pend = make([]uverbs.WC, 0, n)
+	}
+	t.sharedMu.Unlock()
+	t.m.RC.MTUGrowths.Add(1)
+	t.rebuildAt = 0
+	if err := t.rebuildSharedFor(false); err != nil {
+		t.sharedFailed = true // Recv tries again, as after a failure
+		return err
+	}
+	return nil
 }
 
 func rcConnectData(mtu int) []byte {
@@ -185,7 +225,7 @@ type rcTransport struct {
 	m       *Media
 	connect netip.AddrPort // publication side
 	bind    netip.AddrPort
-	mtu     int // largest frame sent or received
+	mtu     int // largest frame sent or received (subscription: grows, under sharedMu)
 	window  int
 	mediaTS bool
 	local   string
@@ -231,6 +271,11 @@ type rcTransport struct {
 	sharedFailed bool
 	rebuildAt    int64
 	retired      []rcShared
+	// subscription: wantMTU is the largest mtu a refused CONNECT asked
+	// for (accept goroutine), which the agent grows to (grow); the
+	// device's limits the ring is sized within
+	wantMTU          atomic.Int64
+	maxSRQWR, maxCQE uint32
 	failPoll     atomic.Bool // the tests' FailNextPoll
 	// the device reported the shared CQ or SRQ in error (asyncev.go);
 	// vctx is the context they live on
@@ -307,6 +352,7 @@ func (t *rcTransport) openSubscription() error {
 		return fmt.Errorf("ib: rc listen on %s: %w", t.bind, err)
 	}
 	t.pd = pd
+	t.maxSRQWR, t.maxCQE = da.MaxSRQWR, da.MaxCQE
 	t.ring = rcRingSize(t.window, t.mtu, da.MaxSRQWR, da.MaxCQE)
 	if t.ring < 1 {
 		return fmt.Errorf("ib: rc listen on %s: the device's CQ (%d entries) cannot hold %d connections' send queues", t.bind, da.MaxCQE, RCMaxPeers)
@@ -394,9 +440,25 @@ func (t *rcTransport) accept(ctx context.Context, ev *cm.Event) {
 		_ = child.Reject(data, cm.RejectConsumerDefined)
 		_ = child.Close()
 	}
-	if mtu, ok := rcParseData(ev.Conn.PrivateData); ok && mtu > t.mtu {
-		reject(rcConnectData(t.mtu)) // the publication's frames would not fit the SRQ's buffers
-		return
+	if mtu, ok := rcParseData(ev.Conn.PrivateData); ok {
+		t.sharedMu.Lock()
+		cur := t.mtu
+		t.sharedMu.Unlock()
+		switch {
+		case mtu > rcMaxMTU:
+			reject(rcConnectData(cur)) // never: no Aeron frame is larger
+			return
+		case mtu > cur:
+			// the publication's frames would not fit the SRQ's buffers:
+			// grow them (the agent rebuilds the shared queues, grow) and
+			// have it dial again, as Aeron receivers take any mtu a
+			// SETUP names
+			for w := t.wantMTU.Load(); int64(mtu) > w && !t.wantMTU.CompareAndSwap(w, int64(mtu)); w = t.wantMTU.Load() {
+			}
+			_ = child.Reject(rcGrowData(mtu), cm.RejectConsumerDefined)
+			_ = child.Close()
+			return
+		}
 	}
 	if int(t.live.Load()) >= RCMaxPeers {
 		reject(nil)
@@ -407,7 +469,7 @@ func (t *rcTransport) accept(ctx context.Context, ev *cm.Event) {
 	// The shared queues cannot be rebuilt under a QP being created on
 	// them; a QP made just before a rebuild is dropped by apply (gen).
 	t.sharedMu.Lock()
-	cq, srq := t.cq, t.srq
+	cq, srq, mtu := t.cq, t.srq, t.mtu
 	c.gen = t.gen
 	var err error
 	if cq == nil || srq == nil {
@@ -423,7 +485,7 @@ func (t *rcTransport) accept(ctx context.Context, ev *cm.Event) {
 	}
 	c.qp = child.QP()
 	c.inline = int(c.qp.Cap().MaxInlineData)
-	if err := c.allocSend(t.pd, 0, t.mtu); err != nil {
+	if err := c.allocSend(t.pd, 0, mtu); err != nil {
 		c.id = nil // release frees the buffers only; reject closes the id
 		c.release()
 		reject(nil)
@@ -1078,6 +1140,11 @@ func (t *rcTransport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 			return 0, nil
 		}
 		cq = t.cur.cq
+	} else if w := int(t.wantMTU.Load()); w > t.mtu {
+		if err := t.grow(w); err != nil {
+			return 0, nil // reported; grown at a later Recv
+		}
+		cq = t.cq
 	}
 	if t.pendAt == len(t.pend) {
 		t.pend, t.pendAt = t.pend[:0], 0
