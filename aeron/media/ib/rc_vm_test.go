@@ -540,3 +540,61 @@ func TestIBRCTransportRoundTrip(t *testing.T) {
 		require.Equal(t, []uint8{ib.RCAckTimeout}, ts, "%s's QP ACK timeout", tr.LocalAddr())
 	}
 }
+
+// TestIBRCPublicationsShareConnection (issue 29): 32 publications of one
+// channel (32 streams) share the channel's send endpoint and so one RC
+// connection, as C shares one socket per send channel endpoint: one
+// connection dialled and accepted, every stream's messages once and in
+// order.
+func TestIBRCPublicationsShareConnection(t *testing.T) {
+	vm := testutil.OneNode(t)
+	d, c, m := rcDriver(t)
+	ch := "aeron:ib?endpoint=" + vm.IP + ":24591|ib-qp=rc"
+	ctx := context.Background()
+	const streams, n = 32, 500
+	subs := make([]*client.Subscription, streams)
+	pubs := make([]*client.Publication, streams)
+	for i := range streams {
+		var err error
+		subs[i], err = c.AddSubscription(ctx, ch, int32(2000+i))
+		require.NoError(t, err)
+		pubs[i], err = c.AddPublication(ctx, ch, int32(2000+i))
+		require.NoError(t, err)
+	}
+	waitUntil(t, "32 publications connected", deadline, func() bool {
+		for i := range streams {
+			if !pubs[i].IsConnected() || !subs[i].IsConnected() {
+				return false
+			}
+		}
+		return true
+	})
+	sent, got := make([]int, streams), make([]int, streams)
+	handlers := make([]logbuffer.FragmentHandler, streams)
+	for i := range streams {
+		handlers[i] = func(b []byte, _ *logbuffer.Header) {
+			require.Equal(t, got[i], int(binary.LittleEndian.Uint64(b)), "stream %d out of order", i)
+			got[i]++
+		}
+	}
+	msg := make([]byte, 64)
+	end := time.Now().Add(5 * deadline)
+	for done := false; !done; {
+		require.False(t, time.Now().After(end), "timed out: sent %v got %v", sent, got)
+		done = true
+		for i := range streams {
+			if sent[i] < n {
+				binary.LittleEndian.PutUint64(msg, uint64(sent[i]))
+				if pubs[i].Offer(msg) > 0 {
+					sent[i]++
+				}
+			}
+			subs[i].Poll(handlers[i], 64)
+			done = done && got[i] == n
+		}
+	}
+	require.EqualValues(t, 1, m.RC.Connected.Load(), "one connection dialled for the 32 publications")
+	require.EqualValues(t, 1, m.RC.Accepted.Load(), "one accepted")
+	requireCleanRC(t, m)
+	requireNoErrorLog(t, d)
+}
