@@ -276,11 +276,11 @@ func TestIBRCPublicationMTUGrows(t *testing.T) {
 			b[i] = byte(seq*7 + i)
 		}
 	}
-	open := func(stream int32, pubChannel string, size int) *flow {
+	open := func(pc *client.Client, stream int32, pubChannel string, size int) *flow {
 		f := &flow{size: size}
 		f.sub, err = c.AddSubscription(ctx, ep, stream)
 		require.NoError(t, err)
-		f.pub, err = ce.AddPublication(ctx, pubChannel, stream)
+		f.pub, err = pc.AddPublication(ctx, pubChannel, stream)
 		require.NoError(t, err)
 		want := make([]byte, size)
 		f.fh = client.NewFragmentAssembler(func(payload []byte, _ *logbuffer.Header) {
@@ -290,9 +290,12 @@ func TestIBRCPublicationMTUGrows(t *testing.T) {
 		}).Handler()
 		return f
 	}
-	small := open(1001, ep, 1000)
+	small := open(ce, 1001, ep, 1000)
 	waitUntil(t, "the default-mtu publication connected", deadline, func() bool { return small.pub.IsConnected() && small.sub.IsConnected() })
-	large := open(1002, ep+"|mtu=8192", 6000) // one 6,000-byte frame per message: above the subscription's 1408
+	// from a second driver: a driver's publications of one endpoint share
+	// its send endpoint, whose buffers are sized at its first mtu
+	_, c2, _ := rcDriver(t)
+	large := open(c2, 1002, ep+"|mtu=8192", 6000) // one 6,000-byte frame per message: above the subscription's 1408
 	const n = 3000
 	msg := make([]byte, 6000)
 	end := time.Now().Add(5 * deadline)
