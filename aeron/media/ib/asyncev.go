@@ -18,6 +18,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +40,94 @@ type asyncWatch struct {
 	mu     sync.Mutex
 	ctxs   map[*uverbs.Context]*ctxWatcher
 	queues map[any]*atomic.Bool // *uverbs.CQ or *uverbs.SRQ -> its owner's flag
+	// down are the ports a PORT_ERR said went down and no PORT_ACTIVE
+	// brought back; anyDown says down is not empty (read without the
+	// lock on every CM attempt)
+	down    map[portRef]bool
+	anyDown atomic.Bool
+	checked time.Time // when down was last checked against the ports
+	// used are the ports the medium's UD endpoints have lived on: their
+	// state is read too, in case no reader saw their PORT_ERR
+	used map[portRef]bool
+}
+
+// usePort records a port an endpoint lives on (fabricDown checks it).
+func (m *Media) usePort(dev string, port int) {
+	w := &m.async
+	w.mu.Lock()
+	if w.used == nil {
+		w.used = map[portRef]bool{}
+	}
+	w.used[portRef{dev, port}] = true
+	w.mu.Unlock()
+}
+
+// portActive reads a port's state from sysfs (no context needed); an
+// unreadable state counts as active: nothing to hold for.
+func portActive(p portRef) bool {
+	b, err := os.ReadFile(filepath.Join(uverbs.SysfsRoot, "class/infiniband", p.dev, "ports", strconv.Itoa(p.port), "state"))
+	return err != nil || strings.Contains(string(b), "ACTIVE")
+}
+
+// portRef names a device's port.
+type portRef struct {
+	dev  string
+	port int
+}
+
+// portCheckEvery is how often fabricDown reads the ports' states (sysfs)
+// itself: a port can go down without a PORT_ERR reaching the medium (no
+// reader of that device's events at the time), and a CM exchange started
+// in the first moments of an outage is what wedges soft-RoCE's QP1.
+const portCheckEvery = 10 * time.Millisecond
+
+// fabricDown says a port the medium's devices reported down (PORT_ERR)
+// is not back yet. While it is, the medium starts no RDMA CM exchange
+// (SIDR, connect): on soft-RoCE (kernel 6.1) a CM MAD posted while the
+// port is down stalls the port's QP1 for good and every later CM exchange
+// on the host times out, this process's and others' (TestIBFlapProbe,
+// docs/aeron.md "Link outages"); the exchange is tried once the port is
+// ACTIVE again. Any goroutine.
+func (m *Media) fabricDown() bool {
+	w := &m.async
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if time.Since(w.checked) < portCheckEvery {
+		return len(w.down) > 0
+	}
+	w.checked = time.Now()
+	if w.down == nil {
+		w.down = map[portRef]bool{}
+	}
+	for p := range w.used {
+		if !portActive(p) {
+			w.down[p] = true // no reader saw its PORT_ERR
+		}
+	}
+	for p := range w.down {
+		if portActive(p) {
+			delete(w.down, p)
+		}
+	}
+	w.anyDown.Store(len(w.down) > 0)
+	return len(w.down) > 0
+}
+
+// portEvent records a port going down or coming back.
+func (m *Media) portEvent(dev string, port int, down bool) {
+	w := &m.async
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.down == nil {
+		w.down = map[portRef]bool{}
+	}
+	if down {
+		w.down[portRef{dev, port}] = true
+		w.checked = time.Now()
+	} else {
+		delete(w.down, portRef{dev, port})
+	}
+	w.anyDown.Store(len(w.down) > 0)
 }
 
 // ctxWatcher reads one context's events while refs queues are watched.
@@ -160,6 +252,12 @@ func (m *Media) readEvents(ctx context.Context, vctx *uverbs.Context, done chan<
 			continue
 		}
 		m.AsyncEvents.Add(1)
+		switch ev.Type {
+		case uverbs.EventPortErr:
+			m.portEvent(dev, ev.Port, true)
+		case uverbs.EventPortActive:
+			m.portEvent(dev, ev.Port, false)
+		}
 		m.onEvent(dev, ev)
 	}
 }

@@ -67,6 +67,9 @@ type Media struct {
 	// SRQ_ERR fails its queue as a failed poll does, and the error events
 	// are written to the error log.
 	AsyncEvents atomic.Int64
+	// HeldWhilePortDown counts the CM exchanges (SIDR, RC connects) the
+	// medium put off because a port of its devices was down (fabricDown)
+	HeldWhilePortDown atomic.Int64
 
 	async   asyncWatch
 	handler atomic.Pointer[func(error)] // the driver's error handler (errors.go)
@@ -98,6 +101,7 @@ func (m *Media) Statistics() []driver.MediaStatistic {
 		{Name: "CQ errors", Value: &m.CQErrors},
 		{Name: "CQ rebuilds", Value: &m.CQRebuilds},
 		{Name: "asynchronous events", Value: &m.AsyncEvents},
+		{Name: "CM exchanges held while a port was down", Value: &m.HeldWhilePortDown},
 		{Name: "UD receive buffers posted", Value: &m.RingBuffers},
 		{Name: "rc connections accepted", Value: &m.RC.Accepted},
 		{Name: "rc connections connected", Value: &m.RC.Connected},
@@ -340,6 +344,10 @@ func (t *transport) dialLoop(done <-chan struct{}, exited chan<- struct{}, opts 
 			return
 		case <-time.After(ResolveRetry):
 		}
+		if t.m.fabricDown() {
+			t.m.HeldWhilePortDown.Add(1)
+			continue // no CM exchange while a port is down (fabricDown)
+		}
 		err := t.dial(ctx, opts, p, aff, window, ring)
 		if err == nil {
 			return
@@ -455,6 +463,7 @@ const sendWRID = 1 << 40
 
 func (t *transport) setup(p driver.TransportParams, aff driver.Affinity, window, ring int) error {
 	t.vctx, t.port, t.qp, t.cq = t.ep.Context(), t.ep.Port(), t.ep.QP(), t.ep.RecvCQ()
+	t.m.usePort(t.vctx.Device().Name, int(t.port))
 	if t.vctx == nil || t.qp == nil || t.cq == nil {
 		return errors.New("ib: the UD endpoint has no QP")
 	}

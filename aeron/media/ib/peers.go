@@ -64,6 +64,11 @@ func (t *transport) askPeer(dest netip.AddrPort) {
 	if at, ok := r.next[dest]; ok && (at == 0 || time.Now().UnixNano() < at) {
 		return
 	}
+	if t.m.fabricDown() {
+		t.m.HeldWhilePortDown.Add(1)
+		r.next[dest] = time.Now().Add(ResolveRetry).UnixNano()
+		return // no SIDR while a port is down (fabricDown)
+	}
 	info, err := t.ep.ID().Query()
 	if err != nil {
 		return

@@ -276,7 +276,7 @@ type rcTransport struct {
 	// device's limits the ring is sized within
 	wantMTU          atomic.Int64
 	maxSRQWR, maxCQE uint32
-	failPoll     atomic.Bool // the tests' FailNextPoll
+	failPoll         atomic.Bool // the tests' FailNextPoll
 	// the device reported the shared CQ or SRQ in error (asyncev.go);
 	// vctx is the context they live on
 	cqEvent, srqEvent atomic.Bool
@@ -294,6 +294,22 @@ type rcTransport struct {
 	rsge   [1]uverbs.SGE
 	closed bool
 	ts     stamper // subscription side: media timestamps of the shared CQ's frames
+	// parked are lost connections not yet disconnected because a port was
+	// down when they were dropped: a disconnect sends a DREQ, a CM MAD
+	// (fabricDown); they go once the port is back, or at Close
+	parked []*rcConn
+}
+
+// releaseParked disconnects and frees the connections parked while a port
+// was down, now that none is (or at Close). Agent.
+func (t *rcTransport) releaseParked(force bool) {
+	if len(t.parked) == 0 || (!force && t.m.fabricDown()) {
+		return
+	}
+	for _, c := range t.parked {
+		c.release()
+	}
+	t.parked = t.parked[:0]
 }
 
 const rcSendWRID = 1 << 62
@@ -346,6 +362,9 @@ func (t *rcTransport) openSubscription() error {
 	vctx, pd, err := t.lid.Verbs()
 	if err != nil {
 		return fmt.Errorf("ib: rc listen on %s: %w", t.bind, err)
+	}
+	if info, err := t.lid.Query(); err == nil {
+		t.m.usePort(vctx.Device().Name, int(info.Port)) // fabricDown watches it
 	}
 	da, err := t.lid.DeviceAttr()
 	if err != nil {
@@ -699,6 +718,10 @@ func (t *rcTransport) dialLoop() {
 				return
 			case <-time.After(ResolveRetry):
 			}
+			if t.m.fabricDown() {
+				t.m.HeldWhilePortDown.Add(1)
+				continue // no CM exchange while a port is down (fabricDown)
+			}
 			c, err := t.dial(ctx)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -746,12 +769,16 @@ func (t *rcTransport) anchorDevice(ctx context.Context) error {
 		err = id.Resolve(ctx, cm.Addr{}, cm.IPAddr(t.connect))
 	}
 	var pd *uverbs.PD
+	var vctx *uverbs.Context
 	if err == nil {
-		_, pd, err = id.Verbs()
+		vctx, pd, err = id.Verbs()
 	}
 	if err != nil {
 		ch.Close()
 		return fmt.Errorf("ib: rc connect to %s: %w", t.connect, err)
+	}
+	if info, err := id.Query(); err == nil {
+		t.m.usePort(vctx.Device().Name, int(info.Port)) // fabricDown watches it
 	}
 	mem, err := uverbs.AllocMemory((rcPeerRecv+rcSendSlots)*t.mtu, uverbs.MemoryOptions{})
 	if err != nil {
@@ -890,7 +917,11 @@ func (t *rcTransport) drop(c *rcConn) {
 	}
 	// The shared CQ may still hold this QP's completions: they find no
 	// connection by key or QPN and are skipped.
-	c.release()
+	if !t.closed && t.m.fabricDown() {
+		t.parked = append(t.parked, c) // released once the port is back
+	} else {
+		c.release()
+	}
 	// its QP is gone: the device reads no registered log for it any more
 	c.slots.freeAll()
 	if t.connect.IsValid() && t.cur == nil && !t.closed {
@@ -1130,6 +1161,7 @@ func (t *rcTransport) unregister(r *memReg) error {
 }
 
 func (t *rcTransport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
+	t.releaseParked(false)
 	if t.sharedFailed {
 		return 0, t.rebuildShared()
 	}
@@ -1239,6 +1271,7 @@ func (t *rcTransport) Close() error {
 	if t.cur != nil {
 		t.drop(t.cur)
 	}
+	t.releaseParked(true)
 	var errs []error
 	// the driver's logs before the PD they are registered with (the
 	// anchor's, the listener's); no QP reads them any more
