@@ -42,62 +42,8 @@ for c in io/aeron/driver/MediaDriver io/aeron/samples/BasicPublisher io/aeron/sa
 done
 
 WORK=$(mktemp -d /tmp/ibgo-java-interop.XXXXXX)
-PIDS=()
-DIRS=()
-FAILS=0
-RESULTS=()
-
-stop() { # stop PID: SIGINT, up to 5 s to exit, then SIGKILL; the exit status in $RC
-	local pid=$1 i
-	kill -INT "$pid" 2>/dev/null
-	for i in $(seq 50); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL "$pid" 2>/dev/null
-	wait "$pid" 2>/dev/null
-	RC=$?
-}
-
-cleanup() {
-	local p d
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	for d in "${DIRS[@]}"; do rm -rf "$d"; done
-}
-trap cleanup EXIT
-
-bg() { # bg NAME CMD...: CMD in the background, output in $WORK/NAME.log; its pid in $LAST
-	local name=$1
-	shift
-	stdbuf -oL -eL "$@" >"$WORK/$name.log" 2>&1 &
-	LAST=$!
-	PIDS+=("$LAST")
-}
-
-run() { # run SECONDS NAME CMD...: CMD in the foreground with a time limit
-	local t=$1 name=$2
-	shift 2
-	timeout -s INT -k 5 "$t" stdbuf -oL -eL "$@" >"$WORK/$name.log" 2>&1
-}
-
-wait_for() { # wait_for FILE PATTERN SECONDS
-	local i
-	for i in $(seq $(($3 * 10))); do
-		grep -q -E "$2" "$1" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	return 1
-}
-
-result() { # result NAME OK DETAIL
-	if [ "$2" = 0 ]; then
-		RESULTS+=("PASS  $1: $3")
-	else
-		RESULTS+=("FAIL  $1: $3 (log: $WORK)")
-		FAILS=$((FAILS + 1))
-	fi
-	echo "${RESULTS[-1]}"
-}
+# shellcheck source=hwtest/interop-lib.sh
+. "$(dirname "$0")/interop-lib.sh"
 
 newdir() {
 	DIR=/dev/shm/ibgo-java-interop-$1-$$-$RANDOM

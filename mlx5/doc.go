@@ -5,8 +5,11 @@
 //   - context: the alloc_ucontext request libmlx5 sends (16 bfregs, 4 low
 //     latency, CQE version 1, 4K UARs and dynamic UARs), static UAR pages
 //     mapped by index or, on kernels that honour dynamic UARs, UAR objects
-//     (MLX5_IB_OBJECT_UAR); doorbell records one per cache line in
-//     page-aligned anonymous pages; the clock-info page for timestamps.
+//     (MLX5_IB_OBJECT_UAR), a bfreg of its own per QP up to
+//     MaxDedicatedUARs, then shared bfregs under a lock (static medium
+//     bfregs are locked as libmlx5's need_uuar_lock says); doorbell records
+//     one per cache line in page-aligned anonymous pages, recycled when
+//     their object is destroyed; the clock-info page for timestamps.
 //   - CQ, QP (RC, UC, UD) and SRQ creation with libmlx5's driver data and
 //     buffer geometry (RQ first, SQ after it, power-of-two rings, the send
 //     WQE size and max_inline_data libmlx5 computes, scatter-to-CQE on).

@@ -489,14 +489,20 @@ func (p *ipcPublication) revoke() {
 // image whatever they have not read, and it lingers; counted in system
 // counter 40.
 func (p *ipcPublication) revokeNow(c *conductor) int {
-	producer := p.producerPosition()
-	p.pubLmt.Store(producer)
-	p.log.Metadata().SetEndOfStreamPosition(producer)
+	c.endRevoked(p.pubLmt, p.log, p.producerPosition(), p.regID, p.sessionID, p.streamID)
 	p.endImages(c)
 	p.state, p.stateSinceNs = pubLinger, c.nowNs
-	c.sys[sysPublicationsRevoked].Add(1)
-	fmt.Fprintf(c.log, "publication %d: session %d stream %d revoked at position %d\n", p.regID, p.sessionID, p.streamID, producer)
 	return 1
+}
+
+// endRevoked is what a revoked publication of either kind does first: the
+// limit and the end of stream go to the producer position, counted in
+// system counter 40 and logged.
+func (c *conductor) endRevoked(pubLmt *atomic.Int64, log *logbuffer.LogBuffer, producer, regID int64, sessionID, streamID int32) {
+	pubLmt.Store(producer)
+	log.Metadata().SetEndOfStreamPosition(producer)
+	c.sys[sysPublicationsRevoked].Add(1)
+	fmt.Fprintf(c.log, "publication %d: session %d stream %d revoked at position %d\n", regID, sessionID, streamID, producer)
 }
 
 // drained is aeron_ipc_publication_is_drained: every subscriber not

@@ -712,15 +712,11 @@ func (p *networkPublication) revoke() {
 // longer connected, the spies lose their image, and it lingers while its
 // heartbeats say EOS and REVOKED; counted in system counter 40.
 func (p *networkPublication) revokeNow(c *conductor) int {
-	producer := p.producerPosition()
-	p.pubLmt.Store(producer)
-	p.log.Metadata().SetEndOfStreamPosition(producer)
+	c.endRevoked(p.pubLmt, p.log, p.producerPosition(), p.regID, p.sessionID, p.streamID)
 	p.setConnected(false)
 	p.endOfStream.Store(true)
 	p.endSpies(c)
 	p.state, p.stateSinceNs = pubLinger, c.nowNs
-	c.sys[sysPublicationsRevoked].Add(1)
-	fmt.Fprintf(c.log, "publication %d: session %d stream %d revoked at position %d\n", p.regID, p.sessionID, p.streamID, producer)
 	return 1
 }
 
