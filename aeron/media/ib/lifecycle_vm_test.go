@@ -67,7 +67,12 @@ func TestTwoNodePublishThenExit(t *testing.T) {
 				sub, err := c.AddSubscription(ctx, fmt.Sprintf(tc.channel, vm.IP), 1001)
 				require.NoError(t, err)
 				start := time.Now()
-				require.NoError(t, untilEnded(newReceiver(sub, 0), count, 4*deadline), "node 2, %s", tc.name)
+				if err := untilEnded(newReceiver(sub, 0), count, 4*deadline); err != nil {
+					// what the subscriber's driver saw, for the post-mortem
+					text, _ := errorLog(t, d)
+					t.Fatalf("node 2, %s: %v; NAKs sent %d, heartbeats received %d; error log:\n%s", tc.name, err,
+						systemCounter(t, d, "NAKs sent"), systemCounter(t, d, "Heartbeats received"), text)
+				}
 				t.Logf("node 2 %s: %d messages of 256 B once and in order in %v", tc.name, count, time.Since(start).Round(time.Millisecond))
 				requireNothingShort(t, d)
 				sendDone(t, vm.Peer, donePort, "done")
