@@ -55,10 +55,10 @@ func TestRCSharedFailureBookkeeping(t *testing.T) {
 	m.SetErrorHandler(func(err error) { got = append(got, err.Error()) })
 	tr := &rcTransport{m: m, local: "10.0.0.1:24603", evc: make(chan rcEvent, 1)}
 	FailNextPoll(tr)
-	err := tr.poll(tr.cq)
+	err := tr.poll(tr.cq, nil)
 	require.ErrorIs(t, err, errInjected)
 	require.True(t, tr.sharedFailed)
-	require.ErrorIs(t, tr.poll(tr.cq), errCQFailed, "the failed CQ is not polled again")
+	require.ErrorIs(t, tr.poll(tr.cq, nil), errCQFailed, "the failed CQ is not polled again")
 	require.EqualValues(t, 1, m.RC.CQErrors.Load())
 	require.Equal(t, []string{"ib: rc poll the shared CQ of 10.0.0.1:24603 failed: injected CQ failure (test hook); its connections are dropped and its shared CQ and receive queue rebuilt (its publications dial again)"}, got)
 	tr.sharedFailure("poll the shared CQ", errors.New("again"))

@@ -338,11 +338,12 @@ func (t *transport) dialLoop(done <-chan struct{}, exited chan<- struct{}, opts 
 		case <-ctx.Done():
 		}
 	}()
+	var b backoff
 	for {
 		select {
 		case <-done:
 			return
-		case <-time.After(ResolveRetry):
+		case <-time.After(b.wait()):
 		}
 		if t.m.fabricDown() {
 			t.m.HeldWhilePortDown.Add(1)
@@ -356,7 +357,10 @@ func (t *transport) dialLoop(done <-chan struct{}, exited chan<- struct{}, opts 
 		if ctx.Err() != nil {
 			return // Close came during the dial: nothing went wrong
 		}
-		if !errors.Is(err, cm.ErrUnreachable) {
+		if errors.Is(err, cm.ErrUnreachable) {
+			b.reset() // the SIDR was answered: nobody listens there yet
+		} else {
+			b.failed()
 			t.m.ResolveErrors.Add(1)
 			t.m.report(err)
 			if !errors.Is(err, cm.ErrTimeout) {

@@ -60,8 +60,11 @@ type RCStats struct {
 	// log with its cause. The transport drops them; a publication dials
 	// again.
 	Lost atomic.Int64
-	// Rejected counts connection requests a subscription refused: more
-	// than RCMaxPeers, or frames larger than it can ever take.
+	// Rejected counts connection requests a subscription refused: frames
+	// larger than it can ever take, or the device out of queue pairs,
+	// completion queues or memory for one more connection (written to the
+	// error log with the device's error). No fixed bound on connections
+	// is set below the device's.
 	Rejected atomic.Int64
 	// MTUGrowths counts the times a subscription grew its receive buffers
 	// for a publication's larger mtu (its CONNECT names it): the request
@@ -85,13 +88,15 @@ type RCStats struct {
 	CQErrors atomic.Int64
 }
 
-// RCMaxPeers bounds the publications one ib-qp=rc subscription endpoint
-// accepts at once: the shared CQ is sized for their send queues.
-const RCMaxPeers = 16
-
 const (
-	rcSendSlots = 128 // send queue depth and bounce slots per connection
-	rcPeerRecv  = 64  // receive buffers on a publication's own QP (control frames)
+	rcSendSlots = 128 // send queue depth and bounce slots per publication connection
+	// rcSubSendSlots is the send queue depth and bounce slots of a
+	// subscription's connection: it sends only status messages, NAKs,
+	// RTT replies and ERR frames, and its own small CQ (a connection's
+	// completions never share one, so the number of connections is
+	// bounded by the device's QPs and CQs alone)
+	rcSubSendSlots = 32
+	rcPeerRecv     = 64 // receive buffers on a publication's own QP (control frames)
 	// rcMagic starts the CONNECT private data (then the channel MTU,
 	// little-endian u32) and a subscription's REJECT data (then the
 	// largest frame it receives).
@@ -105,9 +110,6 @@ const (
 	rcMaxMTU = uri.MaxUDPPayload
 )
 
-// rcRingSize is the number of SRQ buffers of a subscription: ringSize's
-// rule on MTU-sized buffers, clamped to the device's SRQ depth and to the
-// CQ that must also hold RCMaxPeers send queues.
 // RCAckTimeout is the ACK timeout a publication's RC queue pair waits
 // before it retransmits (4.096 µs × 2^RCAckTimeout; 14 is 67 ms, the
 // value perftest and most RDMA applications use). 0 keeps the kernel's,
@@ -117,10 +119,13 @@ const (
 // before the driver starts.
 var RCAckTimeout uint8 = 14
 
+// rcRingSize is the number of SRQ buffers of a subscription: ringSize's
+// rule on MTU-sized buffers, clamped to the device's SRQ depth and CQ
+// size (the shared CQ holds the receive completions only).
 func rcRingSize(window, mtu int, maxSRQWR, maxCQE uint32) int {
 	n := ringSize(window, mtu, maxSRQWR, 0)
 	if maxCQE > 0 {
-		n = min(n, int(maxCQE)-RCMaxPeers*rcSendSlots)
+		n = min(n, int(maxCQE))
 	}
 	return n
 }
@@ -150,7 +155,7 @@ func (t *rcTransport) grow(mtu int) error {
 	t.sharedMu.Lock()
 	t.mtu = mtu
 	t.ring = rcRingSize(t.window, mtu, t.maxSRQWR, t.maxCQE)
-	if n := t.ring + RCMaxPeers*rcSendSlots; cap(t.pend) < n {
+	if n := t.ring + pollBatch; cap(t.pend) < n {
 		t.pend = make([]uverbs.WC, 0, n)
 	}
 	t.sharedMu.Unlock()
@@ -181,15 +186,17 @@ func rcParseData(b []byte) (int, bool) {
 // rcConn is one connection and its send ring (and, on a publication, its
 // receive buffers). Owned by the agent once handed over.
 type rcConn struct {
-	key  uint32 // unique per transport: the send WRIDs carry it
-	gen  uint32 // subscription side: the shared queues' generation its QP uses
-	id   *cm.ID // subscription side: the accepted child id
-	conn *cm.Conn
-	qp   *uverbs.QP
-	cq   *uverbs.CQ // publication side: the QP's own CQ
-	addr netip.AddrPort
-	mem  *uverbs.Memory
-	mr   *uverbs.MR
+	key    uint32 // unique per transport: the send WRIDs carry it
+	gen    uint32 // subscription side: the shared queues' generation its QP uses
+	id     *cm.ID // subscription side: the accepted child id
+	conn   *cm.Conn
+	qp     *uverbs.QP
+	cq     *uverbs.CQ // the QP's own CQ: publication side its sends and receives, subscription side its sends
+	scq    bool       // subscription side: cq is c's to destroy after the QP (release)
+	slotsN int        // send queue depth and bounce slots
+	addr   netip.AddrPort
+	mem    *uverbs.Memory
+	mr     *uverbs.MR
 
 	recvSlots         int // receive buffers at the start of mem (publication side)
 	sendBase          int
@@ -325,7 +332,7 @@ func (m *Media) openRC(ctx context.Context, ch *uri.ChannelURI, bind, connect ne
 		return nil, errMulticastRC
 	}
 	t := &rcTransport{m: m, bind: bind, connect: connect, mtu: rcMTU(ch, p), window: receiveWindow(p),
-		mediaTS: p.MediaTimestamps, evc: make(chan rcEvent, 2*RCMaxPeers),
+		mediaTS: p.MediaTimestamps, evc: make(chan rcEvent, 64),
 		byQPN: map[uint32]*rcConn{}, byKey: map[uint32]*rcConn{}, byAddr: map[netip.AddrPort]*rcConn{}}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	t.done = t.ctx.Done()
@@ -373,10 +380,7 @@ func (t *rcTransport) openSubscription() error {
 	t.pd = pd
 	t.maxSRQWR, t.maxCQE = da.MaxSRQWR, da.MaxCQE
 	t.ring = rcRingSize(t.window, t.mtu, da.MaxSRQWR, da.MaxCQE)
-	if t.ring < 1 {
-		return fmt.Errorf("ib: rc listen on %s: the device's CQ (%d entries) cannot hold %d connections' send queues", t.bind, da.MaxCQE, RCMaxPeers)
-	}
-	t.pend = make([]uverbs.WC, 0, t.ring+RCMaxPeers*rcSendSlots)
+	t.pend = make([]uverbs.WC, 0, t.ring+pollBatch)
 	if err := t.makeShared(vctx); err != nil {
 		return err
 	}
@@ -393,7 +397,7 @@ func (t *rcTransport) openSubscription() error {
 // sharedMu or the accept goroutine is not running yet.
 func (t *rcTransport) makeShared(vctx *uverbs.Context) error {
 	var err error
-	cqe := t.ring + RCMaxPeers*rcSendSlots
+	cqe := t.ring
 	if n := sharedCQForTest.Swap(0); n > 0 {
 		cqe = int(n) // the overrun test's undersized CQ (export_test.go)
 	}
@@ -479,37 +483,48 @@ func (t *rcTransport) accept(ctx context.Context, ev *cm.Event) {
 			return
 		}
 	}
-	if int(t.live.Load()) >= RCMaxPeers {
-		reject(nil)
-		return
-	}
 	info, _ := child.Query()
-	c := &rcConn{key: t.keys.Add(1), id: child, addr: info.Dst.IP}
+	c := &rcConn{key: t.keys.Add(1), id: child, addr: info.Dst.IP, slotsN: rcSubSendSlots}
+	refuse := func(what string, err error) {
+		t.m.report(fmt.Errorf("ib: rc subscription %s refused a connection from %s: %s: %w", t.local, c.addr, what, err))
+		reject(nil)
+	}
 	// The shared queues cannot be rebuilt under a QP being created on
 	// them; a QP made just before a rebuild is dropped by apply (gen).
 	t.sharedMu.Lock()
-	cq, srq, mtu := t.cq, t.srq, t.mtu
+	cq, srq, mtu, vctx := t.cq, t.srq, t.mtu, t.vctx
 	c.gen = t.gen
 	var err error
+	what := "its queue pair"
 	if cq == nil || srq == nil {
 		err = errCQFailed // a rebuild failed: none to connect to until the next
+	} else if c.cq, err = vctx.CreateCQ(uverbs.CQInitAttr{CQE: rcSubSendSlots}); err != nil {
+		what = "its send CQ"
 	} else {
-		_, err = child.CreateQP(t.pd, cm.QPInitAttr{SendCQ: cq, RecvCQ: cq, SRQ: srq,
-			Cap: uverbs.QPCap{MaxSendWR: rcSendSlots, MaxSendSGE: 1, MaxInlineData: wantInline}})
+		c.scq = true
+		_, err = child.CreateQP(t.pd, cm.QPInitAttr{SendCQ: c.cq, RecvCQ: cq, SRQ: srq,
+			Cap: uverbs.QPCap{MaxSendWR: rcSubSendSlots, MaxSendSGE: 1, MaxInlineData: wantInline}})
 	}
 	t.sharedMu.Unlock()
 	if err != nil {
-		reject(nil)
+		if c.cq != nil {
+			_ = c.cq.Close()
+		}
+		refuse(what, err)
 		return
 	}
 	c.qp = child.QP()
 	c.inline = int(c.qp.Cap().MaxInlineData)
 	if err := c.allocSend(t.pd, 0, mtu); err != nil {
-		c.id = nil // release frees the buffers only; reject closes the id
+		c.id = nil // release frees the buffers and the CQ; reject closes the id
+		_ = child.DestroyQP()
 		c.release()
-		reject(nil)
+		refuse("its send buffers", err)
 		return
 	}
+	t.m.watchCQ(vctx, c.cq, &c.cqEvent)
+	m, scq := t.m, c.cq
+	c.unwatch = func() { m.unwatchCQ(vctx, scq) }
 	t.live.Add(1)
 	// Handed over before the REP leaves: the peer's first frame finds the
 	// connection known.
@@ -663,7 +678,7 @@ func (t *rcTransport) dial(ctx context.Context) (*rcConn, error) {
 		return nil, err
 	}
 	c := &rcConn{key: t.keys.Add(1), addr: t.connect, mem: t.pmem, mr: t.pmr, shared: true,
-		recvSlots: rcPeerRecv, sendBase: rcPeerRecv * t.mtu, nfree: rcSendSlots, slots: newSlotRegs(rcSendSlots)}
+		recvSlots: rcPeerRecv, sendBase: rcPeerRecv * t.mtu, slotsN: rcSendSlots, nfree: rcSendSlots, slots: newSlotRegs(rcSendSlots)}
 	vctx, pd, _ := t.anchor.Verbs()
 	d := cm.Dialer{
 		PD:         pd,
@@ -712,11 +727,12 @@ func (t *rcTransport) dialLoop() {
 			return
 		case <-t.redial:
 		}
+		var b backoff
 		for {
 			select {
 			case <-t.done:
 				return
-			case <-time.After(ResolveRetry):
+			case <-time.After(b.wait()):
 			}
 			if t.m.fabricDown() {
 				t.m.HeldWhilePortDown.Add(1)
@@ -727,12 +743,21 @@ func (t *rcTransport) dialLoop() {
 				if ctx.Err() != nil {
 					return
 				}
-				// refused by the CM: nobody listens yet, the normal
-				// wait; anything else (a subscription refusing this
-				// mtu, no route, no answer) is worth a count
-				if _, ours := rcParseData(refusalData(err)); ours || !errors.Is(err, cm.ErrRefused) {
-					t.m.ResolveErrors.Add(1)
+				var ce *cm.Error
+				refused := errors.As(err, &ce) && errors.Is(err, cm.ErrRefused)
+				if refused && (ce.Reason != cm.RejectConsumerDefined || rcIsGrow(ce.PrivateData)) {
+					// refused by the CM (nobody listens yet, the normal
+					// wait) or asked to come again once the
+					// subscription's buffers have grown
+					b.reset()
+					continue
 				}
+				// anything else (no route, no answer, a subscription
+				// refusing the connection) is an error, reported, and
+				// tried again after a growing wait
+				t.m.ResolveErrors.Add(1)
+				t.m.report(err)
+				b.failed()
 				continue
 			}
 			if !t.handOver(rcEvent{c: c, up: true}) {
@@ -745,13 +770,9 @@ func (t *rcTransport) dialLoop() {
 	}
 }
 
-func refusalData(err error) []byte {
-	var ce *cm.Error
-	if errors.As(err, &ce) {
-		return ce.PrivateData
-	}
-	return nil
-}
+// rcIsGrow: b is a subscription's REJECT data asking to dial again once
+// it has grown its buffers (rcGrowData).
+func rcIsGrow(b []byte) bool { return len(b) >= 4 && string(b[:4]) == rcGrowMagic }
 
 // anchorDevice resolves t.connect's address once on an id of its own
 // (kept until Close): it holds the device open, so the PD and the
@@ -798,13 +819,13 @@ func (t *rcTransport) anchorDevice(ctx context.Context) error {
 // ---- connection buffers
 
 // allocSend makes c's registered memory: recv receive buffers (a
-// publication's own QP) then rcSendSlots bounce slots, mtu bytes each.
+// publication's own QP) then c.slotsN bounce slots, mtu bytes each.
 func (c *rcConn) allocSend(pd *uverbs.PD, recv, mtu int) error {
 	var err error
 	c.recvSlots, c.sendBase = recv, recv*mtu
-	c.head, c.tail, c.nfree = 0, 0, rcSendSlots
-	c.slots = newSlotRegs(rcSendSlots)
-	if c.mem, err = uverbs.AllocMemory((recv+rcSendSlots)*mtu, uverbs.MemoryOptions{}); err != nil {
+	c.head, c.tail, c.nfree = 0, 0, c.slotsN
+	c.slots = newSlotRegs(c.slotsN)
+	if c.mem, err = uverbs.AllocMemory((recv+c.slotsN)*mtu, uverbs.MemoryOptions{}); err != nil {
 		return fmt.Errorf("ib: rc connection buffers: %w", err)
 	}
 	if c.mr, err = pd.RegMR(c.mem.Bytes(), uverbs.AccessLocalWrite); err != nil {
@@ -844,6 +865,9 @@ func (c *rcConn) release() {
 		_ = c.conn.Close()
 	} else if c.id != nil {
 		_ = c.id.Close()
+	}
+	if c.scq && c.cq != nil {
+		_ = c.cq.Close() // after the QP on it
 	}
 	if c.mem != nil && !c.shared {
 		_ = c.mem.Close()
@@ -943,8 +967,9 @@ func (t *rcTransport) fail(c *rcConn, cause string) {
 }
 
 // poll reads one batch of cq: send completions free slots of their
-// connection, receive completions are kept for Recv.
-func (t *rcTransport) poll(cq *uverbs.CQ) error {
+// connection, receive completions are kept for Recv. own is the
+// connection cq belongs to (nil: the subscription's shared CQ).
+func (t *rcTransport) poll(cq *uverbs.CQ, own *rcConn) error {
 	if t.pendAt > 0 {
 		t.pend = t.pend[:copy(t.pend, t.pend[t.pendAt:])]
 		t.pendAt = 0
@@ -961,18 +986,18 @@ func (t *rcTransport) poll(cq *uverbs.CQ) error {
 		err = errCQEvent
 	case cq == t.cq && t.srqEvent.Load():
 		err = errSRQEvent
-	case t.cur != nil && cq == t.cur.cq && t.cur.cqEvent.Load():
+	case own != nil && own.cqEvent.Load():
 		err = errCQEvent
 	default:
 		n, err = cq.Poll(t.wcs[:])
 	}
 	if err != nil {
-		if t.cur != nil && cq == t.cur.cq {
+		if own != nil {
 			// the connection's own CQ: the connection goes, and the
 			// next dial makes a new QP and CQ
 			t.m.RC.CQErrors.Add(1)
 			t.m.CQRebuilds.Add(1)
-			t.fail(t.cur, "poll its CQ: "+err.Error())
+			t.fail(own, "poll its CQ: "+err.Error())
 		} else {
 			t.sharedFailure("poll the shared CQ", err)
 		}
@@ -996,15 +1021,15 @@ func (t *rcTransport) poll(cq *uverbs.CQ) error {
 			continue // a dropped connection's late completion
 		}
 		k := int(w.WRID & 0xffff)
-		freed := (k + 1 - c.tail + rcSendSlots) % rcSendSlots
+		freed := (k + 1 - c.tail + c.slotsN) % c.slotsN
 		if freed == 0 {
-			freed = rcSendSlots
+			freed = c.slotsN
 		}
 		for j := 0; j < freed; j++ { // a send queue completes in order
-			c.slots.free((c.tail + j) % rcSendSlots)
+			c.slots.free((c.tail + j) % c.slotsN)
 		}
 		c.nfree += freed
-		c.tail = (k + 1) % rcSendSlots
+		c.tail = (k + 1) % c.slotsN
 	}
 	return nil
 }
@@ -1043,14 +1068,10 @@ func (t *rcTransport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error)
 	if t.regsPending {
 		t.registerPending(t.regPD(), t.m)
 	}
-	cq := t.cq
-	if c.cq != nil {
-		cq = c.cq
-	}
 	sent := 0
 	for sent < len(datagrams) {
 		if c.nfree == 0 {
-			if err := t.poll(cq); err != nil || c.closing.Load() {
+			if err := t.poll(c.cq, c); err != nil || c.closing.Load() {
 				// the connection is gone: lost as on an unconnected path
 				t.m.RC.Dropped.Add(int64(len(datagrams) - sent))
 				return len(datagrams), nil
@@ -1100,7 +1121,7 @@ func (t *rcTransport) regPD() *uverbs.PD {
 // prepare fills work request k of c's next list with d, in send slot
 // c.head+k.
 func (t *rcTransport) prepare(c *rcConn, k int, d []byte) {
-	slot := (c.head + k) % rcSendSlots
+	slot := (c.head + k) % c.slotsN
 	wr := &c.swr[k]
 	*wr = uverbs.SendWR{WRID: rcSendWRID | uint64(c.key)<<16 | uint64(slot), Opcode: uverbs.WRSend}
 	t.m.fillSend(wr, c.ssge[k:k+1], d, slot, c.inline, &t.regions, &c.slots, c.mem.Bytes(), c.mr, c.sendBase+slot*t.mtu)
@@ -1111,9 +1132,9 @@ func (t *rcTransport) prepare(c *rcConn, k int, d []byte) {
 func (t *rcTransport) post(c *rcConn, k int) (int, error) {
 	n, err := c.slots.post(c.qp, c.swr[:k])
 	for j := n; j < k; j++ {
-		c.slots.free((c.head + j) % rcSendSlots)
+		c.slots.free((c.head + j) % c.slotsN)
 	}
-	c.head = (c.head + n) % rcSendSlots
+	c.head = (c.head + n) % c.slotsN
 	c.nfree -= n
 	return n, err
 }
@@ -1142,13 +1163,21 @@ func (t *rcTransport) unregister(r *memReg) error {
 	r.released = true
 	var err error
 	if r.inFlight > 0 {
-		cq := t.cq
-		if t.connect.IsValid() && t.cur != nil {
-			cq = t.cur.cq
-		}
-		if cq != nil && !(cq == t.cq && t.sharedFailed) {
-			err = quiesceWith(r, func() error { return t.poll(cq) })
-		}
+		// the sends are on the connections' own CQs
+		err = quiesceWith(r, func() error {
+			if t.connect.IsValid() {
+				if c := t.cur; c != nil {
+					return t.poll(c.cq, c)
+				}
+				return nil
+			}
+			for _, c := range t.byKey {
+				if err := t.poll(c.cq, c); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	}
 	err = errors.Join(err, t.remove(r))
 	for _, c := range t.byKey {
@@ -1166,12 +1195,12 @@ func (t *rcTransport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 		return 0, t.rebuildShared()
 	}
 	t.drain()
-	cq := t.cq
+	cq, own := t.cq, (*rcConn)(nil)
 	if t.connect.IsValid() {
 		if t.cur == nil {
 			return 0, nil
 		}
-		cq = t.cur.cq
+		cq, own = t.cur.cq, t.cur
 	} else if w := int(t.wantMTU.Load()); w > t.mtu {
 		if err := t.grow(w); err != nil {
 			return 0, nil // reported; grown at a later Recv
@@ -1180,7 +1209,7 @@ func (t *rcTransport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 	}
 	if t.pendAt == len(t.pend) {
 		t.pend, t.pendAt = t.pend[:0], 0
-		if err := t.poll(cq); err != nil {
+		if err := t.poll(cq, own); err != nil {
 			return 0, err
 		}
 	}

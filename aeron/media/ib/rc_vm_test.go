@@ -601,3 +601,77 @@ func TestIBRCPublicationsShareConnection(t *testing.T) {
 	requireCleanRC(t, m)
 	requireNoErrorLog(t, d)
 }
+
+// TestIBRCManyPeers (issue 29): one ib-qp=rc subscription takes more
+// connections than the 16 it once capped them at: 48 publication
+// transports (48 peers to it: each its own connection) each send a frame
+// naming itself, every frame arrives from its own address, and the reply
+// sent to that address reaches that publication alone. Each accepted
+// connection has its own small send CQ; only the device's limits bound
+// their number.
+func TestIBRCManyPeers(t *testing.T) {
+	vm := testutil.OneNode(t)
+	m := ib.New()
+	ep := netip.MustParseAddrPort(vm.IP + ":24598")
+	u, err := uri.Parse("aeron:ib?endpoint=" + ep.String() + "|ib-qp=rc|mtu=1408")
+	require.NoError(t, err)
+	p := driver.TransportParams{MTU: 1408, SocketRcvbuf: 128 << 10}
+	sub, err := m.Open(u, ep, netip.AddrPort{}, p, driver.AffinityReceiver)
+	require.NoError(t, err)
+	defer sub.Close()
+	const peers = 48
+	pubs := make([]driver.Transport, peers)
+	for i := range pubs {
+		pubs[i], err = m.Open(u, netip.AddrPortFrom(netip.IPv4Unspecified(), 0), ep, p, driver.AffinitySender)
+		require.NoError(t, err, "publication %d", i)
+		defer pubs[i].Close()
+	}
+	from := map[int]netip.AddrPort{}
+	onSub := func(_ driver.Transport, buf []byte, f netip.AddrPort, _ int64) {
+		from[int(binary.LittleEndian.Uint32(buf))] = f
+	}
+	frame := make([]byte, 64)
+	waitUntil(t, "a frame from every publication", deadline, func() bool {
+		for i, pub := range pubs {
+			if _, ok := from[i]; ok {
+				continue
+			}
+			binary.LittleEndian.PutUint32(frame, uint32(i))
+			_, err := pub.Send(netip.AddrPort{}, [][]byte{frame})
+			require.NoError(t, err)
+		}
+		for range 64 {
+			_, err := sub.Recv(64, onSub)
+			require.NoError(t, err)
+		}
+		return len(from) == peers
+	})
+	seen := map[netip.AddrPort]int{}
+	for i, a := range from {
+		j, dup := seen[a]
+		require.False(t, dup, "publications %d and %d arrive from the same address %s", i, j, a)
+		seen[a] = i
+	}
+	// a reply to each address reaches its publication alone
+	got := make([]int, peers)
+	for i := range pubs {
+		binary.LittleEndian.PutUint32(frame, uint32(i))
+		n, err := sub.Send(from[i], [][]byte{frame})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+	}
+	waitUntil(t, "every publication's reply", deadline, func() bool {
+		all := true
+		for i, pub := range pubs {
+			_, err := pub.Recv(16, func(_ driver.Transport, buf []byte, _ netip.AddrPort, _ int64) {
+				require.Equal(t, uint32(i), binary.LittleEndian.Uint32(buf), "publication %d got another's reply", i)
+				got[i]++
+			})
+			require.NoError(t, err)
+			all = all && got[i] > 0
+		}
+		return all
+	})
+	require.EqualValues(t, peers, m.RC.Accepted.Load())
+	require.Zero(t, m.RC.Rejected.Load()+m.RC.Lost.Load()+m.SendErrors.Load()+m.RecvErrors.Load())
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -95,6 +96,15 @@ func TestIBUnreachablePeerDoesNotStallConductor(t *testing.T) {
 		require.False(t, p.IsConnected())
 		require.NotEqual(t, int64(client.ChannelStatusErrored), p.ChannelStatus(), "an unanswered peer is not an endpoint error")
 	}
+	// the RC publication's failed connects are errors with a cause, in
+	// the driver's error log (UD's unanswered SIDR is the normal wait
+	// before a subscription starts and is not)
+	waitUntil(t, "the rc publication's failure in the error log", 30*time.Second, func() bool {
+		s, _ := errorLog(t, d)
+		return strings.Contains(s, fmt.Sprintf("ib: rc connect to %s:%d", nobody, 24603))
+	})
+	log, _ := errorLog(t, d)
+	t.Logf("error log:\n%s", log)
 	close(stop)
 	<-sampled
 	t.Logf("largest driver heartbeat age seen: %d ms", maxAge.Load())
