@@ -70,6 +70,12 @@ type Media struct {
 	// HeldWhilePortDown counts the CM exchanges (SIDR, RC connects) the
 	// medium put off because a port of its devices was down (fabricDown)
 	HeldWhilePortDown atomic.Int64
+	// AddressHandles is the number of address handles the UD transports
+	// hold now (their endpoints' peers, resolved and learnt);
+	// PeersEvicted counts those closed because they were idle for
+	// PeerIdleTimeout or the least recently used at MaxPeers, and
+	// SourcesEvicted the source names forgotten likewise (evict.go).
+	AddressHandles, PeersEvicted, SourcesEvicted atomic.Int64
 
 	async   asyncWatch
 	handler atomic.Pointer[func(error)] // the driver's error handler (errors.go)
@@ -103,6 +109,9 @@ func (m *Media) Statistics() []driver.MediaStatistic {
 		{Name: "asynchronous events", Value: &m.AsyncEvents},
 		{Name: "CM exchanges held while a port was down", Value: &m.HeldWhilePortDown},
 		{Name: "UD receive buffers posted", Value: &m.RingBuffers},
+		{Name: "UD address handles held", Value: &m.AddressHandles},
+		{Name: "UD address handles evicted", Value: &m.PeersEvicted},
+		{Name: "UD source names evicted", Value: &m.SourcesEvicted},
 		{Name: "rc connections accepted", Value: &m.RC.Accepted},
 		{Name: "rc connections connected", Value: &m.RC.Connected},
 		{Name: "rc connections disconnected", Value: &m.RC.Disconnected},
@@ -206,7 +215,7 @@ func (m *Media) OpenContext(ctx context.Context, ch *uri.ChannelURI, bind, conne
 	if qp, _ := ch.Get(uri.KeyIBQueuePair); qp == uri.IBQueuePairRC {
 		return m.openRC(ctx, ch, bind, connect, p, aff)
 	}
-	t := &transport{m: m, peers: map[netip.AddrPort]*cm.UDPeer{}, keys: map[peerKey]netip.AddrPort{}, slots: newSlotRegs(sendSlots)}
+	t := &transport{m: m, peers: map[netip.AddrPort]*udPeer{}, keys: map[peerKey]*srcName{}, slots: newSlotRegs(sendSlots)}
 	window := receiveWindow(p)
 	// The QP's receive queue is sized before the device is known (the id
 	// chooses it); maxRing is far below rxe's and mlx5's limits, and the
@@ -313,9 +322,9 @@ func (t *transport) dial(ctx context.Context, opts *cm.UDOptions, p driver.Trans
 		return fmt.Errorf("ib: resolve %s by SIDR: %w", t.connect, err)
 	}
 	t.ep = ep
-	t.peers[t.connect] = peer
+	t.addPeer(t.connect, peer, true)
 	if peer.AHAttr.IsGlobal {
-		t.keys[peerKey{qpn: peer.QPN, gid: peer.AHAttr.GRH.DGID}] = t.connect
+		t.addSource(peerKey{qpn: peer.QPN, gid: peer.AHAttr.GRH.DGID}, t.connect)
 	}
 	if err := t.setup(p, aff, window, ring); err != nil {
 		return err
@@ -456,10 +465,15 @@ type transport struct {
 	lastRecv int64
 	heard    bool
 
-	peers map[netip.AddrPort]*cm.UDPeer
-	keys  map[peerKey]netip.AddrPort
-	mc    *multicast // group memberships of a multicast transport (multicast.go)
-	group groupArgs  // kindGroup: what joinGroups joins
+	peers map[netip.AddrPort]*udPeer
+	keys  map[peerKey]*srcName
+	// eviction of idle peers and sources (evict.go): the sweep's epoch,
+	// when the next sweep is due, and Recv's calls since the last check
+	epoch      uint32
+	sweepAt    int64
+	sweepCalls uint32
+	mc         *multicast // group memberships of a multicast transport (multicast.go)
+	group      groupArgs  // kindGroup: what joinGroups joins
 
 }
 
@@ -618,6 +632,7 @@ func (t *transport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error) {
 			return len(datagrams), nil
 		}
 	}
+	peer.used = t.epoch // evict.go
 	if t.regsPending {
 		t.registerPending(t.ep.PD(), t.m)
 	}
@@ -637,7 +652,7 @@ func (t *transport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error) {
 				}
 				return sent + k, fmt.Errorf("ib: datagram of %d bytes to %s is above the port MTU %d", len(d), dest, t.payload)
 			}
-			t.prepare(k, d, peer)
+			t.prepare(k, d, peer.UDPeer)
 			k++
 		}
 		if k == 0 {
@@ -724,7 +739,8 @@ func (t *transport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 	if t.broken {
 		return n, t.restart()
 	}
-	t.checkSilence(n) // resolve.go
+	t.checkSilence(n)   // resolve.go
+	t.maybeSweep(n > 0) // evict.go
 	return n, nil
 }
 
@@ -738,8 +754,9 @@ func (t *transport) source(w *uverbs.WC, grh []byte) (netip.AddrPort, bool) {
 		return netip.AddrPort{}, false
 	}
 	k := peerKey{qpn: w.SrcQP, gid: g.SGID}
-	if a, ok := t.keys[k]; ok {
-		return a, true
+	if s, ok := t.keys[k]; ok {
+		s.used = t.epoch // evict.go
+		return s.addr, true
 	}
 	if t.mc != nil {
 		return t.mc.source(t, k, &g), true
@@ -762,7 +779,8 @@ func (t *transport) source(w *uverbs.WC, grh []byte) (netip.AddrPort, bool) {
 		port++
 		a = netip.AddrPortFrom(ip, port)
 	}
-	t.keys[k], t.peers[a] = a, peer
+	t.addSource(k, a)
+	t.addPeer(a, peer, false)
 	return a, true
 }
 
@@ -811,6 +829,7 @@ func (t *transport) release() error {
 	t.mc = nil
 	for _, p := range t.peers {
 		errs = append(errs, p.Close())
+		t.m.AddressHandles.Add(-1)
 	}
 	clear(t.peers)
 	clear(t.keys)

@@ -59,7 +59,7 @@ func (m *Media) openMulticast(ctx context.Context, ch *uri.ChannelURI, bind, con
 	if err != nil {
 		return nil, err
 	}
-	t := &transport{m: m, kind: kindGroup, peers: map[netip.AddrPort]*cm.UDPeer{}, keys: map[peerKey]netip.AddrPort{}, connect: connect, slots: newSlotRegs(sendSlots)}
+	t := &transport{m: m, kind: kindGroup, peers: map[netip.AddrPort]*udPeer{}, keys: map[peerKey]*srcName{}, connect: connect, slots: newSlotRegs(sendSlots)}
 	window := receiveWindow(p)
 	ring := ringSize(window, 1024, 0, 0)
 	// inline as the unicast UD QP asks: control frames and small
@@ -122,7 +122,7 @@ func (t *transport) joinGroups(ctx context.Context) error {
 	if mc.send, err = t.ep.JoinMulticastAddr(ctx, g.to.Addr(), &cm.JoinOptions{SendOnly: true}); err != nil {
 		return fmt.Errorf("ib: join multicast group %s (send-only) on interface %s: %w", g.to.Addr(), g.local, err)
 	}
-	t.peers[g.to] = &mc.send.Peer
+	t.peers[g.to] = &udPeer{UDPeer: &mc.send.Peer, pinned: true} // the membership's: not counted, not evicted
 	t.ready.Store(true)
 	return nil
 }
@@ -203,7 +203,7 @@ func (mc *multicast) source(t *transport, k peerKey, g *uverbs.GRH) netip.AddrPo
 		port++
 		a = netip.AddrPortFrom(ip, port)
 	}
-	t.keys[k] = a
+	t.addSource(k, a)
 	return a
 }
 
@@ -213,7 +213,7 @@ func (t *transport) taken(a netip.AddrPort) bool {
 		return true
 	}
 	for _, v := range t.keys {
-		if v == a {
+		if v.addr == a {
 			return true
 		}
 	}

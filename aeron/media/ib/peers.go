@@ -155,11 +155,11 @@ func (t *transport) collectPeers() {
 			t.m.report(fmt.Errorf("ib: address handle for %s: %w", a.dest, err))
 			continue
 		}
-		t.peers[a.dest] = peer
+		t.addPeer(a.dest, peer, false)
 		if peer.AHAttr.IsGlobal {
 			k := peerKey{qpn: peer.QPN, gid: peer.AHAttr.GRH.DGID}
 			if _, ok := t.keys[k]; !ok {
-				t.keys[k] = a.dest // its frames come from the address it was asked by
+				t.addSource(k, a.dest) // its frames come from the address it was asked by
 			}
 		}
 	}
