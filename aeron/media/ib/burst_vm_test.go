@@ -5,11 +5,15 @@ package ib_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ibgo/ibgo/aeron/driver"
+	"github.com/ibgo/ibgo/aeron/media/ib"
+	"github.com/ibgo/ibgo/aeron/uri"
 	"github.com/ibgo/ibgo/internal/testutil"
 )
 
@@ -40,8 +44,112 @@ func TestIBUDBurstWideWindow(t *testing.T) {
 	offerSized(t, pub, 0, n, size, deadline)
 	require.NoError(t, <-done, "every message once and in order")
 	sent := systemCounter(t, ds, "NAKs sent") - naks
-	t.Logf("burst of %d messages of %d B (rcv-wnd=8m): NAKs sent %d, receive buffers posted %d, datagrams received %d",
-		n, size, sent, ms.RingBuffers.Load(), systemCounter(t, ds, "Bytes received")/4096)
+	t.Logf("burst of %d messages of %d B (rcv-wnd=8m): NAKs sent %d, receive buffers posted %d, ring found empty %d times, datagrams received %d",
+		n, size, sent, ms.RingBuffers.Load(), ms.RingEmpty.Load(), systemCounter(t, ds, "Bytes received")/4096)
 	require.GreaterOrEqual(t, ms.RingBuffers.Load(), int64(2*(8<<20)/4096/2), "a ring sized from the window, not from so-rcvbuf")
 	require.Less(t, sent, int64(n/100), "no NAK storm: under 1 %% of the messages NAKed")
+}
+
+// TestIBUDRingEmptyCounted (issue 29): a UD datagram that finds no
+// receive buffer is dropped by the device without a trace (soft-RoCE
+// counts nothing); the medium infers it. 2,000 datagrams are sent while
+// the subscription does not poll: its ring (sized for the 128 KiB
+// minimum window) takes what it has buffers for, the rest are dropped,
+// and the poll that takes the last posted buffer's completion counts the
+// ring found empty. Once reposted, the ring takes datagrams again.
+func TestIBUDRingEmptyCounted(t *testing.T) { testRingEmpty(t, 24596, false) }
+
+// TestIBRCSRQEmptyCounted: the same on ib-qp=rc, where a message that
+// finds the shared receive queue empty is refused with an RNR NAK and
+// sent again by the publication's QP: counted, and nothing is lost.
+func TestIBRCSRQEmptyCounted(t *testing.T) { testRingEmpty(t, 24595, true) }
+
+func testRingEmpty(t *testing.T, port int, rc bool) {
+	vm := testutil.OneNode(t)
+	ms, mp := ib.New(), ib.New()
+	ep := netip.AddrPortFrom(netip.MustParseAddr(vm.IP), uint16(port))
+	ch := "aeron:ib?endpoint=" + ep.String()
+	empty := &ms.RingEmpty
+	if rc {
+		ch += "|ib-qp=rc|mtu=4096"
+		empty = &ms.RC.SRQEmpty
+	}
+	u, err := uri.Parse(ch)
+	require.NoError(t, err)
+	p := driver.TransportParams{MTU: 1408}
+	if rc {
+		p.MTU = 4096
+	}
+	sub, err := ms.Open(u, ep, netip.AddrPort{}, p, driver.AffinityReceiver)
+	require.NoError(t, err)
+	defer sub.Close()
+	pub, err := mp.Open(u, netip.AddrPortFrom(netip.IPv4Unspecified(), 0), ep, p, driver.AffinitySender)
+	require.NoError(t, err)
+	defer pub.Close()
+	frame := make([]byte, 64)
+	got := 0
+	count := func(driver.Transport, []byte, netip.AddrPort, int64) { got++ }
+	waitUntil(t, "the first datagram", deadline, func() bool {
+		_, err := pub.Send(netip.AddrPort{}, [][]byte{frame})
+		require.NoError(t, err)
+		_, err = sub.Recv(16, count)
+		require.NoError(t, err)
+		return got > 0
+	})
+	for range 10 { // nothing in flight
+		_, _ = sub.Recv(64, count)
+	}
+	ring, _ := sub.SocketRcvbuf()
+	ring /= p.MTU
+	if !rc {
+		ring = int(ms.RingBuffers.Load())
+	}
+	require.Zero(t, empty.Load(), "a ring with buffers to spare was never found empty")
+
+	// UD: 2,000 datagrams; RC: as many as the publication's send queue
+	// holds while the subscription's queue stays empty (its sends do not
+	// complete until the subscription reposts)
+	burst, sent := 2000, 0
+	for stuck := 0; sent < burst && stuck < 10_000; {
+		n, err := pub.Send(netip.AddrPort{}, [][]byte{frame})
+		require.NoError(t, err)
+		sent += n
+		if n == 0 {
+			stuck++
+		}
+		_, _ = pub.Recv(16, count) // reaps the publication's send completions
+	}
+	burst = sent
+	time.Sleep(200 * time.Millisecond) // rxe delivers in the background
+	got = 0
+	for range 1000 {
+		_, err := sub.Recv(64, count)
+		require.NoError(t, err)
+	}
+	t.Logf("burst of %d into a receive queue of %d: %d received, found empty %d times, device out_of_buffer %d",
+		burst, ring, got, empty.Load(), ms.DeviceOutOfBuffer.Load())
+	require.GreaterOrEqual(t, empty.Load(), int64(1), "the empty queue was noticed")
+	if rc {
+		// refused with RNR NAKs, sent again: every message arrives
+		waitUntil(t, "every message of the burst", deadline, func() bool {
+			_, err := sub.Recv(64, count)
+			require.NoError(t, err)
+			_, _ = pub.Recv(16, count)
+			return got >= burst
+		})
+		require.Equal(t, burst, got)
+		return
+	}
+	require.LessOrEqual(t, got, ring, "more received than the ring had buffers")
+
+	// reposted: datagrams arrive again
+	before := got
+	waitUntil(t, "datagrams after the ring was reposted", deadline, func() bool {
+		_, err := pub.Send(netip.AddrPort{}, [][]byte{frame})
+		require.NoError(t, err)
+		_, err = sub.Recv(16, count)
+		require.NoError(t, err)
+		return got > before
+	})
+	require.Zero(t, ms.RecvErrors.Load())
 }

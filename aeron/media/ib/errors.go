@@ -102,6 +102,7 @@ func (t *transport) restart() error {
 	// sends of the old incarnation are gone: the registered logs they
 	// pointed into are no longer read by the device (regmem.go)
 	t.slots.freeAll()
+	t.posted = 0
 	for i := 0; i < t.ring; i++ {
 		if err := t.postRecv(i); err != nil {
 			return fail("repost the receive ring", err)

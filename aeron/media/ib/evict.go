@@ -73,6 +73,7 @@ func (t *transport) maybeSweep(busy bool) {
 	t.sweepAt = now + sweepEvery.Nanoseconds()
 	t.epoch++
 	t.sweep(false)
+	t.m.readDeviceCounters(now) // rqempty.go
 }
 
 // sweep evicts the idle entries (all: false), or the least recently used

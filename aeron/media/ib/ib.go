@@ -76,6 +76,13 @@ type Media struct {
 	// PeerIdleTimeout or the least recently used at MaxPeers, and
 	// SourcesEvicted the source names forgotten likewise (evict.go).
 	AddressHandles, PeersEvicted, SourcesEvicted atomic.Int64
+	// RingEmpty counts the moments a UD endpoint's receive ring was found
+	// empty (rqempty.go): datagrams arriving then were dropped and are
+	// recovered by NAK. DeviceOutOfBuffer is the ports' own count of
+	// those drops where the device keeps one (out_of_buffer), since the
+	// medium first read it.
+	RingEmpty, DeviceOutOfBuffer atomic.Int64
+	devCounters                  deviceCounters
 
 	async   asyncWatch
 	handler atomic.Pointer[func(error)] // the driver's error handler (errors.go)
@@ -109,6 +116,8 @@ func (m *Media) Statistics() []driver.MediaStatistic {
 		{Name: "asynchronous events", Value: &m.AsyncEvents},
 		{Name: "CM exchanges held while a port was down", Value: &m.HeldWhilePortDown},
 		{Name: "UD receive buffers posted", Value: &m.RingBuffers},
+		{Name: "UD receive ring found empty", Value: &m.RingEmpty},
+		{Name: "device receive-queue-empty drops (port out_of_buffer)", Value: &m.DeviceOutOfBuffer},
 		{Name: "UD address handles held", Value: &m.AddressHandles},
 		{Name: "UD address handles evicted", Value: &m.PeersEvicted},
 		{Name: "UD source names evicted", Value: &m.SourcesEvicted},
@@ -119,6 +128,7 @@ func (m *Media) Statistics() []driver.MediaStatistic {
 		{Name: "rc connections lost", Value: &m.RC.Lost},
 		{Name: "rc connections rejected", Value: &m.RC.Rejected},
 		{Name: "rc receive buffers grown for a larger mtu", Value: &m.RC.MTUGrowths},
+		{Name: "rc shared receive queue found empty", Value: &m.RC.SRQEmpty},
 		{Name: "rc work requests flushed", Value: &m.RC.Flushed},
 		{Name: "rc frames dropped", Value: &m.RC.Dropped},
 		{Name: "rc CQ errors", Value: &m.RC.CQErrors},
@@ -400,20 +410,23 @@ type transport struct {
 	kind int
 	// ringCounted is what this transport added to m.RingBuffers
 	ringCounted int
-	ep          *cm.UDEndpoint
-	l           *cm.UDListener
-	done        chan struct{} // closed by stopLoop: stops the accept or dial goroutine
-	exited      chan struct{} // closed when that goroutine has returned
-	closed      bool
-	ready       atomic.Bool // the endpoint below is set up (stored last)
-	connect     netip.AddrPort
-	bind        netip.AddrPort // kindListen
-	vctx        *uverbs.Context
-	port        uint8
-	mem         *uverbs.Memory
-	mr          *uverbs.MR
-	qp          *uverbs.QP
-	cq          *uverbs.CQ
+	// posted is the receive work requests posted and not yet seen
+	// complete (rqempty.go)
+	posted  int
+	ep      *cm.UDEndpoint
+	l       *cm.UDListener
+	done    chan struct{} // closed by stopLoop: stops the accept or dial goroutine
+	exited  chan struct{} // closed when that goroutine has returned
+	closed  bool
+	ready   atomic.Bool // the endpoint below is set up (stored last)
+	connect netip.AddrPort
+	bind    netip.AddrPort // kindListen
+	vctx    *uverbs.Context
+	port    uint8
+	mem     *uverbs.Memory
+	mr      *uverbs.MR
+	qp      *uverbs.QP
+	cq      *uverbs.CQ
 
 	slot     int // bytes per buffer: GRH + the port's active MTU
 	payload  int // the port's active MTU
@@ -518,6 +531,7 @@ func (t *transport) setup(p driver.TransportParams, aff driver.Affinity, window,
 	if t.mr, err = t.ep.PD().RegMR(t.mem.Bytes(), uverbs.AccessLocalWrite); err != nil {
 		return fmt.Errorf("ib: register receive ring: %w", err)
 	}
+	t.posted = 0
 	for i := 0; i < t.ring; i++ {
 		if err := t.postRecv(i); err != nil {
 			return err
@@ -532,6 +546,7 @@ func (t *transport) postRecv(i int) error {
 	if _, err := t.qp.PostRecv(t.rwr[:]); err != nil {
 		return fmt.Errorf("ib: post receive: %w", err)
 	}
+	t.posted++
 	return nil
 }
 
@@ -554,8 +569,8 @@ func (t *transport) acceptLoop(l *cm.UDListener, done <-chan struct{}, exited ch
 	}
 }
 
-// reap polls the CQ once: send completions free send slots, receive
-// completions are kept for Recv.
+// reap polls the CQ until it is empty or pending is full: send
+// completions free send slots, receive completions are kept for Recv.
 func (t *transport) reap() error {
 	if t.pendAt > 0 { // compact: pending never outgrows the ring
 		t.pending = t.pending[:copy(t.pending, t.pending[t.pendAt:])]
@@ -564,43 +579,53 @@ func (t *transport) reap() error {
 	if t.cqFailed {
 		return errCQFailed // Recv rebuilds the endpoint first
 	}
-	var n int
-	var err error
-	if t.failPoll.Load() && t.failPoll.CompareAndSwap(true, false) {
-		err = errInjected
-	} else if t.cqEvent.Load() {
-		err = errCQEvent
-	} else {
-		n, err = t.cq.Poll(t.wcs[:])
-	}
-	if err != nil {
-		t.cqFailure(err) // cqerror.go
-		return fmt.Errorf("ib: poll: %w", err)
-	}
-	for i := range t.wcs[:n] {
-		w := &t.wcs[i]
-		if w.WRID >= sendWRID {
-			// a send queue completes in order: this completion frees its
-			// slot and every earlier unsignalled one
-			k := int(w.WRID - sendWRID)
-			freed := (k + 1 - t.sendTail + sendSlots) % sendSlots
-			if freed == 0 {
-				freed = sendSlots
-			}
-			for j := 0; j < freed; j++ {
-				t.slots.free((t.sendTail + j) % sendSlots)
-			}
-			t.sendFree += freed
-			t.sendTail = (k + 1) % sendSlots
-			if w.Status != uverbs.WCSuccess {
-				t.m.SendErrors.Add(1)
-				t.sendFault(w)
-			}
-			continue
+	// A full batch polls again, until the CQ is empty or pending is
+	// full, before any buffer is reposted: so a ring the device emptied
+	// shows as every posted buffer completed (rqempty.go).
+	for {
+		var n int
+		var err error
+		if t.failPoll.Load() && t.failPoll.CompareAndSwap(true, false) {
+			err = errInjected
+		} else if t.cqEvent.Load() {
+			err = errCQEvent
+		} else {
+			n, err = t.cq.Poll(t.wcs[:])
 		}
-		t.pending = append(t.pending, *w)
+		if err != nil {
+			t.cqFailure(err) // cqerror.go
+			return fmt.Errorf("ib: poll: %w", err)
+		}
+		for i := range t.wcs[:n] {
+			w := &t.wcs[i]
+			if w.WRID >= sendWRID {
+				// a send queue completes in order: this completion frees its
+				// slot and every earlier unsignalled one
+				k := int(w.WRID - sendWRID)
+				freed := (k + 1 - t.sendTail + sendSlots) % sendSlots
+				if freed == 0 {
+					freed = sendSlots
+				}
+				for j := 0; j < freed; j++ {
+					t.slots.free((t.sendTail + j) % sendSlots)
+				}
+				t.sendFree += freed
+				t.sendTail = (k + 1) % sendSlots
+				if w.Status != uverbs.WCSuccess {
+					t.m.SendErrors.Add(1)
+					t.sendFault(w)
+				}
+				continue
+			}
+			t.pending = append(t.pending, *w)
+			if t.posted--; t.posted == 0 && w.Status == uverbs.WCSuccess {
+				t.m.RingEmpty.Add(1) // the last posted buffer: the ring was empty (rqempty.go)
+			}
+		}
+		if n < len(t.wcs) || cap(t.pending)-len(t.pending) < len(t.wcs) {
+			return nil
+		}
 	}
-	return nil
 }
 
 // Send posts datagrams to dest as one post list per postBatch datagrams,

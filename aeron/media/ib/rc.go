@@ -80,6 +80,10 @@ type RCStats struct {
 	// connection lost while sending. A full send queue drops nothing: Send
 	// returns short and the driver sends the rest on its next duty.
 	Dropped atomic.Int64
+	// SRQEmpty counts the moments a subscription's shared receive queue
+	// was found empty (rqempty.go): messages arriving then were refused
+	// with an RNR NAK and sent again by the publication's QP.
+	SRQEmpty atomic.Int64
 	// CQErrors counts CQs and SRQs that failed (a poll or a post returned
 	// an error: overrun, device error). A publication drops its connection
 	// and dials again with a new CQ; a subscription drops its connections
@@ -272,6 +276,7 @@ type rcTransport struct {
 	mem      *uverbs.Memory
 	mr       *uverbs.MR
 	ring     int
+	posted   int // SRQ buffers posted and not yet seen complete (rqempty.go)
 	// rebuildShared: the shared queues failed (sharedFailed; Recv rebuilds
 	// them, not before rebuildAt after a failed attempt); retired are
 	// failed ones whose destruction waits for a QP still on them
@@ -297,6 +302,7 @@ type rcTransport struct {
 	wcs    [pollBatch]uverbs.WC
 	pend   []uverbs.WC
 	pendAt int
+	polled int // completions the last poll took
 	rwr    [1]uverbs.RecvWR
 	rsge   [1]uverbs.SGE
 	closed bool
@@ -419,6 +425,7 @@ func (t *rcTransport) makeShared(vctx *uverbs.Context) error {
 	if t.mr, err = t.pd.RegMR(t.mem.Bytes(), uverbs.AccessLocalWrite); err != nil {
 		return fmt.Errorf("ib: register rc receive ring: %w", err)
 	}
+	t.posted = 0
 	for i := 0; i < t.ring; i++ {
 		if err := t.postSRQ(i); err != nil {
 			return err
@@ -433,6 +440,7 @@ func (t *rcTransport) postSRQ(i int) error {
 	if _, err := t.srq.PostRecv(t.rwr[:]); err != nil {
 		return fmt.Errorf("ib: post to the rc shared receive queue: %w", err)
 	}
+	t.posted++
 	return nil
 }
 
@@ -991,6 +999,7 @@ func (t *rcTransport) poll(cq *uverbs.CQ, own *rcConn) error {
 	default:
 		n, err = cq.Poll(t.wcs[:])
 	}
+	t.polled = n
 	if err != nil {
 		if own != nil {
 			// the connection's own CQ: the connection goes, and the
@@ -1007,6 +1016,11 @@ func (t *rcTransport) poll(cq *uverbs.CQ, own *rcConn) error {
 		w := &t.wcs[i]
 		if w.WRID&rcSendWRID == 0 {
 			t.pend = append(t.pend, *w)
+			if own == nil {
+				if t.posted--; t.posted == 0 && w.Status == uverbs.WCSuccess {
+					t.m.RC.SRQEmpty.Add(1) // the SRQ's last buffer (rqempty.go)
+				}
+			}
 			continue
 		}
 		c := t.byKey[uint32(w.WRID>>16)]
@@ -1212,6 +1226,14 @@ func (t *rcTransport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 		if err := t.poll(cq, own); err != nil {
 			return 0, err
 		}
+		// the shared CQ is polled until empty (or pend full) before any
+		// buffer is reposted: so an SRQ the device emptied shows as
+		// every posted buffer completed (rqempty.go)
+		for own == nil && t.polled == len(t.wcs) && cap(t.pend)-len(t.pend) >= len(t.wcs) {
+			if err := t.poll(cq, nil); err != nil {
+				return 0, err
+			}
+		}
 	}
 	n := 0
 	for n < maxN && t.pendAt < len(t.pend) {
@@ -1262,6 +1284,9 @@ func (t *rcTransport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 			t.sharedFailure("post to the shared receive queue", err)
 			return n, err
 		}
+	}
+	if n == 0 && !t.connect.IsValid() {
+		t.m.readDeviceCounters(time.Now().UnixNano()) // idle: rqempty.go
 	}
 	return n, nil
 }
