@@ -218,6 +218,10 @@ func (ch *Channel) dispatch(rec []byte) {
 		return
 	}
 	id := v.(*ID)
+	if typ == EventDeviceRemoval {
+		id.removed.Store(true)
+		removals.Add(1)
+	}
 	raw, err := decodeEvent(rec, id.ud)
 	if err != nil {
 		return // cannot happen: rec is a whole record

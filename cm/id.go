@@ -45,6 +45,9 @@ type ID struct {
 	// does the same).
 	swallow bool
 
+	// removed is set when a DEVICE_REMOVAL event arrived (DeviceRemoved)
+	removed atomic.Bool
+
 	dev   *devRef
 	qp    *uverbs.QP
 	ownCQ *uverbs.CQ
@@ -665,3 +668,23 @@ func (id *ID) rejectAndClose() {
 	}
 	id.Close()
 }
+
+// removals counts the DEVICE_REMOVAL events every channel's reader saw.
+var removals atomic.Uint64
+
+// DeviceRemovals is the number of DEVICE_REMOVAL events received so far
+// on any id of the process. A user holding ids on devices that may go
+// compares it with the value it last saw (one atomic load, cheap enough
+// for a polling loop) and asks its ids DeviceRemoved only when it moved.
+// Safe for concurrent use.
+func DeviceRemovals() uint64 { return removals.Load() }
+
+// DeviceRemoved reports whether a DEVICE_REMOVAL event arrived on id: its
+// RDMA device is being removed (rdma link delete, a driver unbound, a
+// hot-unplug). The kernel has already destroyed the id's kernel side
+// (ucma does on that event); what is left can only be closed. The device
+// goes only once every id, QP, CQ, MR and PD on it is closed: a provider
+// that cannot revoke its user contexts (soft-RoCE) makes the removal wait
+// for that. Safe for concurrent use, whether or not the event was read
+// with GetEvent.
+func (id *ID) DeviceRemoved() bool { return id.removed.Load() }

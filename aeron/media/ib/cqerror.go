@@ -33,7 +33,9 @@ import (
 // the old lkeys belong to the old PD), and the old QP's posted sends no
 // longer hold any of their bytes in flight. Datagrams lost meanwhile are
 // Aeron's to recover (NAKs and retransmits), as a UDP socket's drops are.
-// A rebuild that fails is reported and tried again every ResolveRetry.
+// A rebuild that fails is reported and tried again after a wait that
+// grows from ResolveRetry to DialBackoffMax (backoff.go). A removed device
+// takes the same way (devremove.go).
 //
 // ib-qp=rc's shared CQ and SRQ are rebuilt in rc.go (rebuildShared).
 
@@ -101,11 +103,13 @@ func (t *transport) rebuild() error {
 	}
 	if err != nil {
 		_ = t.release()
-		t.rebuildAt = now + ResolveRetry.Nanoseconds()
-		err = fmt.Errorf("ib: rebuild UD endpoint %s after its CQ failed: %w", t.describe(), err)
+		t.rebuilds.failed()
+		t.rebuildAt = now + t.rebuilds.wait().Nanoseconds()
+		err = fmt.Errorf("ib: rebuild UD endpoint %s: %w", t.describe(), err)
 		t.m.report(err)
 		return err
 	}
+	t.rebuilds.reset()
 	t.cqFailed, t.rebuildAt = false, 0
 	t.m.CQRebuilds.Add(1)
 	return nil

@@ -70,6 +70,10 @@ type Media struct {
 	// HeldWhilePortDown counts the CM exchanges (SIDR, RC connects) the
 	// medium put off because a port of its devices was down (fabricDown)
 	HeldWhilePortDown atomic.Int64
+	// DeviceRemovals counts the endpoints whose RDMA device was removed
+	// under them (devremove.go): each let go of everything on it and
+	// opened again on the device that has its address now.
+	DeviceRemovals atomic.Int64
 	// AddressHandles is the number of address handles the UD transports
 	// hold now (their endpoints' peers, resolved and learnt);
 	// PeersEvicted counts those closed because they were idle for
@@ -115,6 +119,7 @@ func (m *Media) Statistics() []driver.MediaStatistic {
 		{Name: "CQ rebuilds", Value: &m.CQRebuilds},
 		{Name: "asynchronous events", Value: &m.AsyncEvents},
 		{Name: "CM exchanges held while a port was down", Value: &m.HeldWhilePortDown},
+		{Name: "endpoints whose device was removed", Value: &m.DeviceRemovals},
 		{Name: "UD receive buffers posted", Value: &m.RingBuffers},
 		{Name: "UD receive ring found empty", Value: &m.RingEmpty},
 		{Name: "device receive-queue-empty drops (port out_of_buffer)", Value: &m.DeviceOutOfBuffer},
@@ -472,7 +477,10 @@ type transport struct {
 	// (the tests' FailNextPoll)
 	cqFailed  bool
 	rebuildAt int64
+	rebuilds  backoff // the wait after a failed rebuild
 	failPoll  atomic.Bool
+	// devremove.go: cm.DeviceRemovals when Recv last looked
+	removalsSeen uint64
 	// resolve.go: when a unicast publication last heard its subscription
 	args     dialArgs
 	lastRecv int64
@@ -732,6 +740,10 @@ func (t *transport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 		return 0, t.rebuild() // cqerror.go
 	}
 	if !t.ready.Load() {
+		return 0, nil
+	}
+	if t.deviceRemoved() { // devremove.go
+		t.deviceGone()
 		return 0, nil
 	}
 	if t.pendAt == len(t.pending) {

@@ -289,6 +289,15 @@ type rcTransport struct {
 	wantMTU          atomic.Int64
 	maxSRQWR, maxCQE uint32
 	failPoll         atomic.Bool // the tests' FailNextPoll
+	// devremove.go: the listener's accept goroutine (listenCancel ends
+	// it, acceptDone is closed when it has returned); relisten says the
+	// device was removed and Recv listens again (not before rebuildAt);
+	// removalsSeen is cm.DeviceRemovals when Recv last looked
+	listenCancel context.CancelFunc
+	acceptDone   chan struct{}
+	relisten     bool
+	relistens    backoff
+	removalsSeen uint64
 	// the device reported the shared CQ or SRQ in error (asyncev.go);
 	// vctx is the context they live on
 	cqEvent, srqEvent atomic.Bool
@@ -303,10 +312,13 @@ type rcTransport struct {
 	pend   []uverbs.WC
 	pendAt int
 	polled int // completions the last poll took
-	rwr    [1]uverbs.RecvWR
-	rsge   [1]uverbs.SGE
-	closed bool
-	ts     stamper // subscription side: media timestamps of the shared CQ's frames
+	// idleCalls counts Recv calls that found nothing (subscription): one
+	// in 1024 reads the clock for the device counters (rqempty.go)
+	idleCalls uint32
+	rwr       [1]uverbs.RecvWR
+	rsge      [1]uverbs.SGE
+	closed    bool
+	ts        stamper // subscription side: media timestamps of the shared CQ's frames
 	// parked are lost connections not yet disconnected because a port was
 	// down when they were dropped: a disconnect sends a DREQ, a CM MAD
 	// (fabricDown); they go once the port is back, or at Close
@@ -393,8 +405,11 @@ func (t *rcTransport) openSubscription() error {
 	if err = t.lid.Listen(0); err != nil {
 		return fmt.Errorf("ib: rc listen on %s: %w", t.bind, err)
 	}
+	var lctx context.Context
+	lctx, t.listenCancel = context.WithCancel(t.ctx)
+	t.acceptDone = make(chan struct{})
 	t.wg.Add(1)
-	go t.acceptLoop()
+	go t.acceptLoop(lctx, t.lid, t.acceptDone)
 	return nil
 }
 
@@ -444,12 +459,13 @@ func (t *rcTransport) postSRQ(i int) error {
 	return nil
 }
 
-// acceptLoop accepts connection requests until Close.
-func (t *rcTransport) acceptLoop() {
+// acceptLoop accepts connection requests on lid until Close (or
+// stopListener ends ctx); it closes done when it returns.
+func (t *rcTransport) acceptLoop(ctx context.Context, lid *cm.ID, done chan<- struct{}) {
 	defer t.wg.Done()
-	ctx := t.ctx
+	defer close(done)
 	for {
-		ev, err := t.lid.GetEvent(ctx)
+		ev, err := lid.GetEvent(ctx)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, cm.ErrClosed) {
 				return
@@ -682,6 +698,9 @@ func retriable(err error) bool {
 func (t *rcTransport) dial(ctx context.Context) (*rcConn, error) {
 	ctx, cancel := context.WithTimeout(ctx, ResolveTimeout)
 	defer cancel()
+	if t.anchor != nil && t.anchor.DeviceRemoved() {
+		t.dropAnchor() // devremove.go: dial on the device that has the route now
+	}
 	if err := t.anchorDevice(ctx); err != nil {
 		return nil, err
 	}
@@ -947,6 +966,12 @@ func (t *rcTransport) drop(c *rcConn) {
 	if c.id != nil {
 		t.live.Add(-1)
 	}
+	if t.connect.IsValid() && c.deviceRemoved() {
+		// the logs were registered on the removed device's PD: again on
+		// the next one's (devremove.go)
+		t.m.DeviceRemovals.Add(1)
+		_ = t.deregisterAll()
+	}
 	// The shared CQ may still hold this QP's completions: they find no
 	// connection by key or QPN and are skipped.
 	if !t.closed && t.m.fabricDown() {
@@ -1205,6 +1230,16 @@ func (t *rcTransport) unregister(r *memReg) error {
 
 func (t *rcTransport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 	t.releaseParked(false)
+	if t.relisten {
+		return 0, t.listenAgain() // devremove.go
+	}
+	if g := cm.DeviceRemovals(); g != t.removalsSeen {
+		t.removalsSeen = g
+		if t.lid != nil && t.lid.DeviceRemoved() {
+			t.subDeviceGone() // devremove.go
+			return 0, nil
+		}
+	}
 	if t.sharedFailed {
 		return 0, t.rebuildShared()
 	}
@@ -1286,7 +1321,9 @@ func (t *rcTransport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 		}
 	}
 	if n == 0 && !t.connect.IsValid() {
-		t.m.readDeviceCounters(time.Now().UnixNano()) // idle: rqempty.go
+		if t.idleCalls++; t.idleCalls&1023 == 0 {
+			t.m.readDeviceCounters(time.Now().UnixNano()) // rqempty.go
+		}
 	}
 	return n, nil
 }
