@@ -13,9 +13,10 @@ import (
 	"github.com/ibgo/ibgo/uverbs"
 )
 
-// runSendFile replays rc_send/uc_send/ud_send.json: every post's WQEBBs,
-// parsed WQEs, doorbell record and UAR/BlueFlame writes, and the completion
-// that retires it, byte for byte against libmlx5.
+// runSendFile replays a send recording (rc_send.json, uc_send.json or
+// ud_send.json): every post's WQEBBs, parsed WQEs, doorbell record and
+// UAR/BlueFlame writes, and the completion that retires it, byte for byte
+// against libmlx5.
 func runSendFile(t *testing.T, name string) (cases int) {
 	var f vSendFile
 	loadJSON(t, name, &f)

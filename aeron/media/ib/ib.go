@@ -3,9 +3,9 @@
 // It is the only aeron package that meets verbs (uverbs) and the connection
 // manager (cm).
 //
-// This is a slice of issue 14: UD unicast only. A subscription's transport
-// listens for RDMA CM service id resolution (SIDR) on its endpoint's IP and
-// port (cm.ListenUD); a publication's transport resolves the subscriber's
+// UD (the default) carries each Aeron datagram as one UD message. A
+// subscription's transport listens for RDMA CM service id resolution
+// (SIDR) on its endpoint's IP and port (cm.ListenUD); a publication's transport resolves the subscriber's
 // QP with SIDR (cm.DialUD). A publication's log is registered with the
 // device (driver.MemoryRegistrar, regmem.go) and frames in it are posted
 // straight from the term buffer; small frames go inline and others (in
@@ -15,7 +15,9 @@
 // reposted in place, GRH stripped, and handed to the driver exactly as the
 // udp binding hands datagrams. Multicast channels (multicast.go) join their
 // groups with the RDMA CM. ib-qp=rc is the reliable-connection transport of
-// rc.go.
+// rc.go. What the medium recovers from (QP and CQ failures, link outages,
+// device removal) is in errors.go, cqerror.go, asyncev.go and
+// devremove.go; what it counts is Media's fields, published in the CnC.
 package ib
 
 import (
