@@ -10,6 +10,7 @@ package testutil
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -206,4 +207,30 @@ func warmPoller() {
 	r.Read(b[:])
 	r.Close()
 	w.Close()
+}
+
+// Stdout runs f with the process's standard output captured and returns
+// what f printed: the VM tier runs the examples that need a device (they
+// carry no Output comment, so the unit tier only compiles them) and checks
+// their output with it. Not safe to use from parallel tests.
+func Stdout(t testing.TB, f func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = w
+	done := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- string(b)
+	}()
+	func() {
+		defer func() { os.Stdout = old; w.Close() }()
+		f()
+	}()
+	s := <-done
+	r.Close()
+	return s
 }
