@@ -47,7 +47,10 @@ func TestIBUDBurstWideWindow(t *testing.T) {
 	t.Logf("burst of %d messages of %d B (rcv-wnd=8m): NAKs sent %d, receive buffers posted %d, ring found empty %d times, datagrams received %d",
 		n, size, sent, ms.RingBuffers.Load(), ms.RingEmpty.Load(), systemCounter(t, ds, "Bytes received")/4096)
 	require.GreaterOrEqual(t, ms.RingBuffers.Load(), int64(2*(8<<20)/4096/2), "a ring sized from the window, not from so-rcvbuf")
-	require.Less(t, sent, int64(n/100), "no NAK storm: under 1 %% of the messages NAKed")
+	// before the ring was sized from the window (64 buffers from
+	// so-rcvbuf), the same burst made 164 NAKs and 557 retransmitted
+	// datagrams (2026-12-06)
+	require.Less(t, sent, int64(n/1000), "no NAK storm: under 0.1 %% of the messages NAKed")
 }
 
 // TestIBUDRingEmptyCounted (issue 29): a UD datagram that finds no
