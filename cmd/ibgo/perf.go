@@ -23,7 +23,7 @@ func init() {
 	}
 	register(&cli.Command{
 		Name:            "perf",
-		Usage:           "perftest-compatible benchmarks: ibgo perf <" + strings.Join(names, "|") + "> [perftest options] [server]",
+		Usage:           "perftest-compatible benchmarks: ibgo perf <" + strings.Join(names, "|") + "> [perftest options] [server]; ibgo perf compare: sockets against verbs",
 		ArgsUsage:       "<test> [perftest options] [server]",
 		SkipFlagParsing: true,
 		Description: "Runs one of perftest's ib_*_bw/ib_*_lat tests with the same flags, output and out-of-band\n" +
@@ -33,6 +33,9 @@ func init() {
 			"   ibgo perf write_bw -d mlx5_0 -D 10 --report_gbits          # server\n" +
 			"   ibgo perf write_bw -d mlx5_0 -D 10 --report_gbits server1  # client\n" +
 			"   ln -s ibgo ib_send_lat && ./ib_send_lat -V\n\n" +
+			"ibgo perf compare [-d dev] [-x gid] [--json] [server] measures bandwidth, each side's CPU and\n" +
+			"latency over a TCP socket and over verbs (RC) on one link, as qperf's tcp_bw/tcp_lat beside\n" +
+			"rc_bw/rc_lat; `ibgo perf compare -h` shows its options.\n\n" +
 			"Environment:\n" +
 			"   IBGO_CPUPROFILE   write a CPU profile of the run to this file (read it with go tool pprof)\n" +
 			"   IBGO_PERF_CLOCK   \"monotonic\" uses the OS clock instead of the CPU cycle counter\n" +
@@ -47,6 +50,9 @@ func init() {
 			if len(args) == 0 {
 				fmt.Fprintf(c.App.Writer, "usage: ibgo perf <test> [perftest options] [server]\ntests: %s\n", strings.Join(names, " "))
 				return fail(1, "")
+			}
+			if args[0] == "compare" {
+				return runCompare(args[1:], c.App.Writer)
 			}
 			t, ok := perftest.TestByName(args[0])
 			if !ok {
