@@ -42,8 +42,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/ibgo/ibgo/internal/sys"
 )
 
 // CompareConfig is one side of a comparison.
@@ -110,9 +111,8 @@ type compareMsg struct {
 type usage struct{ wall, cpu, host int64 }
 
 func now() usage {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return usage{wall: time.Now().UnixNano(), cpu: ru.Utime.Nano() + ru.Stime.Nano(), host: hostBusy()}
+	cpu, _ := sys.ProcessCPUTime()
+	return usage{wall: time.Now().UnixNano(), cpu: int64(cpu), host: hostBusy()}
 }
 
 // hostBusy is the machine's busy CPU time (/proc/stat: every state but

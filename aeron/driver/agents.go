@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ibgo/ibgo/internal/sys"
 )
 
 // The driver's three agents and how they are scheduled, as the C driver
@@ -149,3 +151,17 @@ type releasable struct {
 	released *atomic.Bool
 	free     func()
 }
+
+// pinAgent puts the calling agent goroutine on an OS thread of its own
+// pinned to cpu; a test hook observes it (agentPinned).
+func pinAgent(cpu int) error {
+	err := sys.PinThread(cpu)
+	if f := agentPinned.Load(); f != nil {
+		(*f)(cpu)
+	}
+	return err
+}
+
+// agentPinned, when set, runs on each pinned agent's thread right after
+// pinning (affinity_test.go reads the thread's CPUs there).
+var agentPinned atomic.Pointer[func(cpu int)]

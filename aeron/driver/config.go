@@ -33,21 +33,34 @@ const (
 // variable names are the C driver's (aeron_driver_context.c). A Config is a
 // value; the driver copies it at start.
 type Config struct {
-	Dir                  string        // AERON_DIR
-	DirDeleteOnStart     bool          // AERON_DIR_DELETE_ON_START
-	DirDeleteOnShutdown  bool          // AERON_DIR_DELETE_ON_SHUTDOWN
-	ThreadingMode        ThreadingMode // AERON_THREADING_MODE
-	ConductorIdle        string        // AERON_CONDUCTOR_IDLE_STRATEGY: backoff, spin, yield, noop, sleep-ns
-	SenderIdle           string        // AERON_SENDER_IDLE_STRATEGY (network media)
-	ReceiverIdle         string        // AERON_RECEIVER_IDLE_STRATEGY (network media)
-	SharedIdle           string        // AERON_SHARED_IDLE_STRATEGY
-	SharedNetworkIdle    string        // AERON_SHAREDNETWORK_IDLE_STRATEGY
-	ToDriverBufferLength int           // AERON_CONDUCTOR_BUFFER_LENGTH (capacity + 768-byte trailer)
-	ToClientsBufferLen   int           // AERON_CLIENTS_BUFFER_LENGTH (capacity + 128-byte trailer)
-	CounterValuesLength  int           // AERON_COUNTERS_BUFFER_LENGTH
-	ErrorBufferLength    int           // AERON_ERROR_BUFFER_LENGTH
-	LossReportLength     int           // AERON_LOSS_REPORT_BUFFER_LENGTH
-	FilePageSize         int           // AERON_FILE_PAGE_SIZE
+	Dir                 string        // AERON_DIR
+	DirDeleteOnStart    bool          // AERON_DIR_DELETE_ON_START
+	DirDeleteOnShutdown bool          // AERON_DIR_DELETE_ON_SHUTDOWN
+	ThreadingMode       ThreadingMode // AERON_THREADING_MODE
+	ConductorIdle       string        // AERON_CONDUCTOR_IDLE_STRATEGY: backoff, spin, yield, noop, sleep-ns
+	SenderIdle          string        // AERON_SENDER_IDLE_STRATEGY (network media)
+	ReceiverIdle        string        // AERON_RECEIVER_IDLE_STRATEGY (network media)
+	SharedIdle          string        // AERON_SHARED_IDLE_STRATEGY
+	SharedNetworkIdle   string        // AERON_SHAREDNETWORK_IDLE_STRATEGY
+	// The strategies' parameters, as the C driver reads them
+	// (AERON_*_IDLE_STRATEGY_INIT_ARGS): sleep-ns takes its period ("1000",
+	// "10us"), backoff "spins-yields-minpark-maxpark" ("10-20-1us-1ms");
+	// the others take none. Empty: the strategy's defaults.
+	ConductorIdleArgs, SenderIdleArgs, ReceiverIdleArgs, SharedIdleArgs, SharedNetworkIdleArgs string
+	// The CPU each agent's thread is pinned to, -1 for none
+	// (AERON_CONDUCTOR_CPU_AFFINITY, AERON_SENDER_CPU_AFFINITY,
+	// AERON_RECEIVER_CPU_AFFINITY; 0..255). As in the C driver, SHARED's
+	// one thread takes the conductor's and SHARED_NETWORK's network thread
+	// the sender's. A pinned agent runs on an OS thread of its own
+	// (runtime.LockOSThread); a refused affinity is a warning in the error
+	// log, and the agent runs unpinned.
+	ConductorCPU, SenderCPU, ReceiverCPU int
+	ToDriverBufferLength                 int // AERON_CONDUCTOR_BUFFER_LENGTH (capacity + 768-byte trailer)
+	ToClientsBufferLen                   int // AERON_CLIENTS_BUFFER_LENGTH (capacity + 128-byte trailer)
+	CounterValuesLength                  int // AERON_COUNTERS_BUFFER_LENGTH
+	ErrorBufferLength                    int // AERON_ERROR_BUFFER_LENGTH
+	LossReportLength                     int // AERON_LOSS_REPORT_BUFFER_LENGTH
+	FilePageSize                         int // AERON_FILE_PAGE_SIZE
 
 	TermBufferLength         int  // AERON_TERM_BUFFER_LENGTH (network publications)
 	IPCTermBufferLength      int  // AERON_IPC_TERM_BUFFER_LENGTH
@@ -101,6 +114,9 @@ func DefaultConfig() Config {
 		ReceiverIdle:              "backoff",
 		SharedIdle:                "backoff",
 		SharedNetworkIdle:         "backoff",
+		ConductorCPU:              -1,
+		SenderCPU:                 -1,
+		ReceiverCPU:               -1,
 		ToDriverBufferLength:      1<<20 + 768,
 		ToClientsBufferLen:        1<<20 + 128,
 		CounterValuesLength:       1 << 20,
@@ -191,6 +207,26 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	str("AERON_RECEIVER_IDLE_STRATEGY", &c.ReceiverIdle)
 	str("AERON_SHARED_IDLE_STRATEGY", &c.SharedIdle)
 	str("AERON_SHAREDNETWORK_IDLE_STRATEGY", &c.SharedNetworkIdle)
+	str("AERON_CONDUCTOR_IDLE_STRATEGY_INIT_ARGS", &c.ConductorIdleArgs)
+	str("AERON_SENDER_IDLE_STRATEGY_INIT_ARGS", &c.SenderIdleArgs)
+	str("AERON_RECEIVER_IDLE_STRATEGY_INIT_ARGS", &c.ReceiverIdleArgs)
+	str("AERON_SHARED_IDLE_STRATEGY_INIT_ARGS", &c.SharedIdleArgs)
+	str("AERON_SHAREDNETWORK_IDLE_STRATEGY_INIT_ARGS", &c.SharedNetworkIdleArgs)
+	cpu := func(name string, dst *int) {
+		if v := getenv(name); v != "" {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err == nil && (n < -1 || n > 255) {
+				err = fmt.Errorf("%d is outside -1..255", n)
+			}
+			note(name, err)
+			if err == nil {
+				*dst = n
+			}
+		}
+	}
+	cpu("AERON_CONDUCTOR_CPU_AFFINITY", &c.ConductorCPU)
+	cpu("AERON_SENDER_CPU_AFFINITY", &c.SenderCPU)
+	cpu("AERON_RECEIVER_CPU_AFFINITY", &c.ReceiverCPU)
 	size("AERON_CONDUCTOR_BUFFER_LENGTH", &c.ToDriverBufferLength)
 	size("AERON_CLIENTS_BUFFER_LENGTH", &c.ToClientsBufferLen)
 	size("AERON_COUNTERS_BUFFER_LENGTH", &c.CounterValuesLength)
@@ -285,10 +321,16 @@ func (c *Config) Validate() error {
 	case c.TerminationValidator != "deny" && c.TerminationValidator != "allow":
 		return fmt.Errorf("driver config: AERON_DRIVER_TERMINATION_VALIDATOR %q: ibgo knows \"deny\" and \"allow\"", c.TerminationValidator)
 	}
-	for name, s := range map[string]string{"AERON_CONDUCTOR_IDLE_STRATEGY": c.ConductorIdle, "AERON_SENDER_IDLE_STRATEGY": c.SenderIdle,
-		"AERON_RECEIVER_IDLE_STRATEGY": c.ReceiverIdle, "AERON_SHARED_IDLE_STRATEGY": c.SharedIdle, "AERON_SHAREDNETWORK_IDLE_STRATEGY": c.SharedNetworkIdle} {
-		if _, err := NewIdleStrategy(s); err != nil {
+	for name, s := range map[string][2]string{"AERON_CONDUCTOR_IDLE_STRATEGY": {c.ConductorIdle, c.ConductorIdleArgs},
+		"AERON_SENDER_IDLE_STRATEGY": {c.SenderIdle, c.SenderIdleArgs}, "AERON_RECEIVER_IDLE_STRATEGY": {c.ReceiverIdle, c.ReceiverIdleArgs},
+		"AERON_SHARED_IDLE_STRATEGY": {c.SharedIdle, c.SharedIdleArgs}, "AERON_SHAREDNETWORK_IDLE_STRATEGY": {c.SharedNetworkIdle, c.SharedNetworkIdleArgs}} {
+		if _, err := NewIdleStrategyArgs(s[0], s[1]); err != nil {
 			return fmt.Errorf("driver config: %s: %w", name, err)
+		}
+	}
+	for name, n := range map[string]int{"AERON_CONDUCTOR_CPU_AFFINITY": c.ConductorCPU, "AERON_SENDER_CPU_AFFINITY": c.SenderCPU, "AERON_RECEIVER_CPU_AFFINITY": c.ReceiverCPU} {
+		if n < -1 || n > 255 {
+			return fmt.Errorf("driver config: %s %d is outside -1..255", name, n)
 		}
 	}
 	return nil

@@ -211,29 +211,38 @@ func IsDriverActive(dir string, timeout time.Duration) (bool, time.Duration, err
 func (d *Driver) run() {
 	defer close(d.done)
 	c := d.c
-	idle := func(name string) IdleStrategy {
-		s, _ := NewIdleStrategy(name) // Validate checked every name
+	idle := func(name, args string) IdleStrategy {
+		s, _ := NewIdleStrategyArgs(name, args) // Validate checked every name
 		return s
 	}
 	var wg sync.WaitGroup
-	start := func(s IdleStrategy, agents ...agent) {
+	// start runs agents on a goroutine of their own; with a cpu (>= 0) on
+	// an OS thread of its own pinned to it (aeron_set_thread_affinity_on_start;
+	// role is the C driver's agent name)
+	start := func(role string, cpu int, s IdleStrategy, agents ...agent) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if cpu >= 0 {
+				if err := pinAgent(cpu); err != nil {
+					d.sink.report(fmt.Errorf("WARNING: unable to apply affinity: role_name=%s: %w", role, err))
+				}
+			}
 			runAgents(d.stop, s, agents...)
 		}()
 	}
-	switch d.cfg.ThreadingMode {
+	cfg := &d.cfg
+	switch cfg.ThreadingMode {
 	case Shared:
 		// aeron_driver_shared_do_work: sender, receiver, conductor
-		start(idle(d.cfg.SharedIdle), c.snd, c.recv, c)
+		start("[conductor, sender, receiver]", cfg.ConductorCPU, idle(cfg.SharedIdle, cfg.SharedIdleArgs), c.snd, c.recv, c)
 	case SharedNetwork:
-		start(idle(d.cfg.ConductorIdle), c)
-		start(idle(d.cfg.SharedNetworkIdle), c.snd, c.recv)
+		start("conductor", cfg.ConductorCPU, idle(cfg.ConductorIdle, cfg.ConductorIdleArgs), c)
+		start("[sender, receiver]", cfg.SenderCPU, idle(cfg.SharedNetworkIdle, cfg.SharedNetworkIdleArgs), c.snd, c.recv)
 	default:
-		start(idle(d.cfg.ConductorIdle), c)
-		start(idle(d.cfg.SenderIdle), c.snd)
-		start(idle(d.cfg.ReceiverIdle), c.recv)
+		start("conductor", cfg.ConductorCPU, idle(cfg.ConductorIdle, cfg.ConductorIdleArgs), c)
+		start("sender", cfg.SenderCPU, idle(cfg.SenderIdle, cfg.SenderIdleArgs), c.snd)
+		start("receiver", cfg.ReceiverCPU, idle(cfg.ReceiverIdle, cfg.ReceiverIdleArgs), c.recv)
 	}
 	wg.Wait()
 	c.shutdown()

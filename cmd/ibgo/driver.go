@@ -34,6 +34,8 @@ func init() {
 			"   AERON_MTU_LENGTH, AERON_IPC_MTU_LENGTH\n" +
 			"   AERON_THREADING_MODE                 DEDICATED, SHARED_NETWORK or SHARED\n" +
 			"   AERON_*_IDLE_STRATEGY                conductor, sender, receiver, shared idle strategies\n" +
+			"   AERON_*_IDLE_STRATEGY_INIT_ARGS      their parameters (sleep-ns: 10us; backoff: 10-20-1us-1ms)\n" +
+			"   AERON_{CONDUCTOR,SENDER,RECEIVER}_CPU_AFFINITY  pin that agent's thread to a CPU\n" +
 			"   AERON_CLIENT_LIVENESS_TIMEOUT, AERON_DRIVER_TIMEOUT, AERON_TIMER_INTERVAL,\n" +
 			"   AERON_PUBLICATION_LINGER_TIMEOUT, AERON_PUBLICATION_UNBLOCK_TIMEOUT\n" +
 			"   AERON_SOCKET_SO_RCVBUF, AERON_SOCKET_SO_SNDBUF   UDP socket buffers\n" +
