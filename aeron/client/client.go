@@ -13,6 +13,7 @@ import (
 	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/logbuffer"
 	"github.com/ibgo/ibgo/internal/shm"
+	"github.com/ibgo/ibgo/internal/sys"
 )
 
 // Options configure a client. Zero values take Aeron's defaults. A plain
@@ -45,6 +46,12 @@ type Options struct {
 	// aeron_driver_main_do_work from its client conductor's loop. The
 	// client does not close the driver.
 	DriverInvoker DriverInvoker
+	// PinConductor puts the client conductor goroutine on an OS thread of
+	// its own pinned to ConductorCPU (sched_setaffinity), as the driver's
+	// AERON_*_CPU_AFFINITY pin its agents; a refusal goes to OnError and
+	// the conductor runs unpinned.
+	PinConductor bool
+	ConductorCPU int
 }
 
 // DriverInvoker runs one duty cycle of an embedded media driver and
@@ -336,6 +343,15 @@ func (c *Client) commandWith(ctx context.Context, p *pending, encode func(dst []
 
 func (c *Client) run() {
 	defer close(c.done)
+	if c.opts.PinConductor {
+		err := sys.PinThread(c.opts.ConductorCPU)
+		if f := conductorPinned.Load(); f != nil {
+			(*f)(c.opts.ConductorCPU)
+		}
+		if err != nil {
+			c.asyncError(fmt.Errorf("client conductor: unable to apply affinity: %w", err))
+		}
+	}
 	for {
 		select {
 		case <-c.stop:
@@ -412,6 +428,10 @@ func (c *Client) appendHeartbeatLabel(id int32) {
 	added := copy(meta[off+labelOffset+n:off+labelOffset+cnc.MaxLabelLength], suffix)
 	shm.StoreInt32(meta, off+labelLengthOffset, int32(n+added))
 }
+
+// conductorPinned, when set, runs on the pinned conductor's thread right
+// after pinning (the tests read the thread's CPUs there).
+var conductorPinned atomic.Pointer[func(cpu int)]
 
 // ClientVersion is the Aeron client version ibgo's client reports.
 const ClientVersion = "1.48.0"
