@@ -248,3 +248,32 @@ func requireLine(t *testing.T, ln net.Listener, want string) {
 	require.NoError(t, err, "waiting for the other guest's %q", want)
 	require.Equal(t, want, line)
 }
+
+// ibStream is a publication on one driver and a subscription on another,
+// connected, with a receiver on a goroutine that checks every message
+// from 0 once and in order until n arrived (done gets its verdict).
+type ibStream struct {
+	dp, ds *driver.Driver
+	mp, ms *ib.Media
+	pub    *client.Publication
+	r      *receiver
+	done   chan error
+}
+
+// startStream starts two drivers and a stream of n messages on ch (stream
+// 1001), the receiver given limit to see them all.
+func startStream(t *testing.T, ch string, n int, limit time.Duration) *ibStream {
+	t.Helper()
+	s := &ibStream{done: make(chan error, 1)}
+	s.dp, s.mp = startIB(t, nil)
+	s.ds, s.ms = startIB(t, nil)
+	ctx := context.Background()
+	sub, err := connectTo(t, s.ds).AddSubscription(ctx, ch, 1001)
+	require.NoError(t, err)
+	s.pub, err = connectTo(t, s.dp).AddPublication(ctx, ch, 1001)
+	require.NoError(t, err)
+	waitUntil(t, "connected", deadline, func() bool { return s.pub.IsConnected() && sub.IsConnected() })
+	s.r = newReceiver(sub, 0)
+	go func() { s.done <- s.r.until(n, limit) }()
+	return s
+}

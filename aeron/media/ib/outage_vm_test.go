@@ -39,19 +39,11 @@ func TestIBLinkOutage(t *testing.T) {
 	outage := time.Duration(n) * time.Second
 	for _, qp := range []string{"ud", "rc"} {
 		t.Run(qp, func(t *testing.T) {
-			dp, mp := startIB(t, nil)
-			ds, ms := startIB(t, nil)
-			ctx := context.Background()
 			ch := fmt.Sprintf("aeron:ib?endpoint=%s:%d|mtu=1024|ib-qp=%s", vm.IP, map[string]int{"ud": 24641, "rc": 24642}[qp], qp)
-			sub, err := connectTo(t, ds).AddSubscription(ctx, ch, 1001)
-			require.NoError(t, err)
-			pub, err := connectTo(t, dp).AddPublication(ctx, ch, 1001)
-			require.NoError(t, err)
-			waitUntil(t, "connected", deadline, func() bool { return pub.IsConnected() && sub.IsConnected() })
 			const n = 60_000
-			r := newReceiver(sub, 0)
-			done := make(chan error, 1)
-			go func() { done <- r.until(n, 5*deadline) }()
+			s := startStream(t, ch, n, 5*deadline)
+			dp, mp, ds, ms, pub, done := s.dp, s.mp, s.ds, s.ms, s.pub, s.done
+			ctx := context.Background()
 			offerAll(t, pub, 0, n/3, deadline)
 			link := func(state string) {
 				out, err := exec.Command("ip", "link", "set", vm.Netdev, state).CombinedOutput()
