@@ -14,7 +14,8 @@
 # in both stacks.
 #
 # Throughput: ibgo `aeron throughput` (publisher and subscriber in one
-# process, publisher's rate over all messages) against Aeron's
+# process, publisher's rate over all messages), and the same in two
+# processes (--role pub / --role sub: like for like), against Aeron's
 # streaming_publisher -> rate_subscriber (the publisher's "Total" rate).
 # Latency: ibgo `aeron ping`/`pong` against cping/cpong, PINGS round trips
 # after PINGS/4 warm-up. Each run gets a fresh driver in its own /dev/shm
@@ -101,7 +102,7 @@ newdir() {
 	rm -rf "$DIR"
 }
 
-run_ibgo() { # appends "tput p50 p99 p999" to $WORK/ibgo.txt
+run_ibgo() { # appends "tput p50 p99 p999 tput2" to $WORK/ibgo.txt (tput2: two processes)
 	newdir ibgo
 	bg "$WORK/ibgo-driver.log" "$IBGO" driver --dir "$DIR" --dir-delete-on-shutdown
 	local drv=$LAST
@@ -110,6 +111,14 @@ run_ibgo() { # appends "tput p50 p99 p999" to $WORK/ibgo.txt
 	timeout -s INT 600 "$IBGO" aeron throughput --dir "$DIR" --channel "$C" --messages "$MESSAGES" --length 256 >"$WORK/ibgo-tput.log" 2>&1
 	local tput
 	tput=$(grep -o '[0-9.]* M msg/s' "$WORK/ibgo-tput.log" | tail -1 | awk '{print $1}')
+	# the same in two processes, as Aeron's streaming_publisher and
+	# rate_subscriber: the publisher's total
+	bg "$WORK/ibgo-sub.log" "$IBGO" aeron throughput --role sub --dir "$DIR" --channel "$C" --messages "$MESSAGES"
+	local sub=$LAST
+	timeout -s INT 600 "$IBGO" aeron throughput --role pub --dir "$DIR" --channel "$C" --messages "$MESSAGES" --length 256 >"$WORK/ibgo-pub.log" 2>&1
+	stop "$sub"
+	local tput2
+	tput2=$(grep -o '[0-9.]* M msg/s' "$WORK/ibgo-pub.log" | tail -1 | awk '{print $1}')
 	bg "$WORK/ibgo-pong.log" "$IBGO" aeron pong --dir "$DIR" --channel "$PC" --pong-channel "$QC"
 	local pong=$LAST
 	sleep 0.5
@@ -121,8 +130,8 @@ run_ibgo() { # appends "tput p50 p99 p999" to $WORK/ibgo.txt
 	p50=$(dur2us "$(sed -n 's/.* p50=\([^ ]*\).*/\1/p' <<<"$l")")
 	p99=$(dur2us "$(sed -n 's/.* p99=\([^ ]*\).*/\1/p' <<<"$l")")
 	p999=$(dur2us "$(sed -n 's/.* p99\.9=\([^ ]*\).*/\1/p' <<<"$l")")
-	echo "${tput:-nan} ${p50:-nan} ${p99:-nan} ${p999:-nan}" >>"$WORK/ibgo.txt"
-	echo "  ibgo:    ${tput:-nan} M msg/s; RTT p50 ${p50:-nan} / p99 ${p99:-nan} / p99.9 ${p999:-nan} µs"
+	echo "${tput:-nan} ${p50:-nan} ${p99:-nan} ${p999:-nan} ${tput2:-nan}" >>"$WORK/ibgo.txt"
+	echo "  ibgo:    ${tput:-nan} M msg/s (two processes: ${tput2:-nan}); RTT p50 ${p50:-nan} / p99 ${p99:-nan} / p99.9 ${p999:-nan} µs"
 }
 
 run_c() { # appends "tput p50 p99 p999" to $WORK/c.txt
@@ -177,10 +186,14 @@ printf '| %-28s | %14s | %10s | %10s | %10s |\n' "clients + driver" "M msg/s" "p
 printf '|%s|%s|%s|%s|%s|\n' "------------------------------" "----------------" "------------" "------------" "------------"
 row() { printf '| %-28s | %14s | %10s | %10s | %10s |\n' "$1" "$(median "$2" 1)" "$(median "$2" 2)" "$(median "$2" 3)" "$(median "$2" 4)"; }
 row "ibgo client + ibgo driver" "$WORK/ibgo.txt"
+printf '| %-28s | %14s | %10s | %10s | %10s |\n' "ibgo, pub and sub apart" "$(median "$WORK/ibgo.txt" 5)" "" "" ""
 if [ -n "$BIN" ]; then
 	row "Aeron C samples + aeronmd" "$WORK/c.txt"
 	ratio() { awk -v a="$(median "$WORK/ibgo.txt" "$1")" -v b="$(median "$WORK/c.txt" "$1")" 'BEGIN {
 		if (a == "nan" || b == "nan" || b == 0) print "nan"; else printf "%.2f", a / b }'; }
 	printf '| %-28s | %14s | %10s | %10s | %10s |\n' "ratio ibgo / C" "$(ratio 1)" "$(ratio 2)" "$(ratio 3)" "$(ratio 4)"
+	apart=$(awk -v a="$(median "$WORK/ibgo.txt" 5)" -v b="$(median "$WORK/c.txt" 1)" 'BEGIN {
+		if (a == "nan" || b == "nan" || b == 0) print "nan"; else printf "%.2f", a / b }')
+	printf '| %-28s | %14s | %10s | %10s | %10s |\n' "ratio apart / C (like for like)" "$apart" "" "" ""
 	echo "(throughput ratio > 1 and latency ratios < 1 favour ibgo)"
 fi

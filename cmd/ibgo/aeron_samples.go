@@ -122,8 +122,12 @@ func init() {
 				"subscriber in the same process counts them, and prints messages/s and bytes/s, as Aeron's\n" +
 				"EmbeddedThroughput does. With --embedded it starts an ibgo media driver in this process\n" +
 				"(configured from AERON_*, in a temporary directory unless --dir).\n\n" +
-				"Example:\n" +
-				"   ibgo aeron throughput --embedded -n 10000000 -l 256\n\n" +
+				"--role pub or --role sub runs one half, for two processes as Aeron's StreamingPublisher and\n" +
+				"RateSubscriber: the publisher offers --messages and reports its rate (it waits for a\n" +
+				"subscriber first), the subscriber counts --messages and reports its own.\n\n" +
+				"Examples:\n" +
+				"   ibgo aeron throughput --embedded -n 10000000 -l 256\n" +
+				"   ibgo aeron throughput --role sub -n 10000000 & ibgo aeron throughput --role pub -n 10000000 -l 256\n\n" +
 				"Environment:\n" + aeronClientEnv + "\n" +
 				"   AERON_*               with --embedded, the driver's settings (AERON_TERM_BUFFER_LENGTH, AERON_MTU_LENGTH,\n" +
 				"                         AERON_THREADING_MODE...; docs/aeron.md lists them all)",
@@ -132,6 +136,7 @@ func init() {
 				&cli.IntFlag{Name: "length", Aliases: []string{"l"}, Value: 256, Usage: "message length"},
 				&cli.BoolFlag{Name: "exclusive", Usage: "use an exclusive publication"},
 				&cli.BoolFlag{Name: "embedded", Usage: "start an ibgo driver in this process (in a temporary directory unless --dir)"},
+				&cli.StringFlag{Name: "role", Value: "both", Usage: "both, pub (publisher only) or sub (subscriber only)"},
 			),
 			Action: aeronThroughput,
 		},
@@ -476,6 +481,10 @@ func aeronThroughput(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	role := c.String("role")
+	if role != "both" && role != "pub" && role != "sub" {
+		return fail(1, "--role %q: both, pub or sub", role)
+	}
 	if c.Bool("embedded") {
 		cfg, err := driver.ConfigFromEnv(nil)
 		if err != nil {
@@ -503,9 +512,15 @@ func aeronThroughput(c *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	sub, err := cl.AddSubscription(c.Context, c.String("channel"), stream)
-	if err != nil {
-		return fail(1, "add subscription: %v", err)
+	w := c.App.Writer
+	if role == "sub" {
+		return throughputSubscriber(c, cl, stream, n, w)
+	}
+	var sub *client.Subscription
+	if role == "both" {
+		if sub, err = cl.AddSubscription(c.Context, c.String("channel"), stream); err != nil {
+			return fail(1, "add subscription: %v", err)
+		}
 	}
 	add := cl.AddPublication
 	if c.Bool("exclusive") {
@@ -515,10 +530,15 @@ func aeronThroughput(c *cli.Context) error {
 	if err != nil {
 		return fail(1, "add publication: %v", err)
 	}
-	for !pub.IsConnected() || !sub.IsConnected() {
+	for !pub.IsConnected() || (sub != nil && !sub.IsConnected()) {
+		if err := c.Context.Err(); err != nil {
+			return fail(1, "waiting for a subscriber: %v", err)
+		}
 		time.Sleep(time.Millisecond)
 	}
-	w := c.App.Writer
+	if sub == nil {
+		return throughputPublisher(pub, n, length, w)
+	}
 	var received atomic.Int64
 	var bytes atomic.Int64
 	done := make(chan struct{})
@@ -560,5 +580,57 @@ func aeronThroughput(c *cli.Context) error {
 	el := time.Since(start)
 	fmt.Fprintf(w, "total: %d messages of %d bytes in %v: %.3f M msg/s, %.1f MB/s (%d back-pressured offers)\n",
 		n, length, el.Round(time.Millisecond), float64(n)/el.Seconds()/1e6, float64(bytes.Load())/el.Seconds()/1e6, backPressured)
+	return nil
+}
+
+// throughputPublisher is --role pub: offer n messages of length bytes as
+// fast as the publication takes them and report the publisher's rate over
+// all of them, as Aeron's StreamingPublisher reports its total.
+func throughputPublisher(pub *client.Publication, n, length int, w io.Writer) error {
+	msg := make([]byte, length)
+	backPressured := 0
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		for pub.Offer(msg) < 0 {
+			backPressured++
+			runtime.Gosched()
+		}
+	}
+	el := time.Since(start)
+	fmt.Fprintf(w, "total: %d messages of %d bytes in %v: %.3f M msg/s, %.1f MB/s (%d back-pressured offers)\n",
+		n, length, el.Round(time.Millisecond), float64(n)/el.Seconds()/1e6, float64(n)*float64(length)/el.Seconds()/1e6, backPressured)
+	return nil
+}
+
+// throughputSubscriber is --role sub: count n messages from the first one
+// and report the subscriber's rate, as Aeron's RateSubscriber does.
+func throughputSubscriber(c *cli.Context, cl *client.Client, stream int32, n int, w io.Writer) error {
+	sub, err := cl.AddSubscription(c.Context, c.String("channel"), stream)
+	if err != nil {
+		return fail(1, "add subscription: %v", err)
+	}
+	var count, total int64
+	var start time.Time
+	handler := func(p []byte, _ *client.Header) {
+		if count == 0 {
+			start = time.Now()
+		}
+		count++
+		total += int64(len(p))
+	}
+	for count < int64(n) {
+		if sub.Poll(handler, 256) == 0 {
+			if err := c.Context.Err(); err != nil {
+				return fail(1, "received %d of %d messages: %v", count, n, err)
+			}
+			if err := cl.Err(); err != nil {
+				return fail(1, "%v", err)
+			}
+			runtime.Gosched()
+		}
+	}
+	el := time.Since(start)
+	fmt.Fprintf(w, "subscriber total: %d messages, %d bytes in %v: %.3f M msg/s, %.1f MB/s\n",
+		count, total, el.Round(time.Millisecond), float64(count)/el.Seconds()/1e6, float64(total)/el.Seconds()/1e6)
 	return nil
 }

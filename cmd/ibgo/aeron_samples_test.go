@@ -334,3 +334,29 @@ func TestOneAeronDirectory(t *testing.T) {
 		require.Equal(t, d, cfg.Dir, "USER set %v", set)
 	}
 }
+
+// TestAeronThroughputRoles: --role sub and --role pub in two runs (two
+// processes in use) against one driver: the publisher reports its total
+// once a subscriber is there, the subscriber every message and byte.
+func TestAeronThroughputRoles(t *testing.T) {
+	d, _ := sampleDriver(t)
+	type res struct {
+		code     int
+		out, err string
+	}
+	subDone := make(chan res, 1)
+	go func() {
+		code, out, stderr := runIbgo(t, "aeron", "throughput", "--role", "sub", "--dir", d.Dir(), "-n", "100000")
+		subDone <- res{code, out, stderr}
+	}()
+	code, out, stderr := runIbgo(t, "aeron", "throughput", "--role", "pub", "--dir", d.Dir(), "-n", "100000", "-l", "256")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "total: 100000 messages of 256 bytes")
+	r := <-subDone
+	require.Equal(t, 0, r.code, r.err)
+	require.Contains(t, r.out, "subscriber total: 100000 messages, 25600000 bytes")
+
+	code, _, stderr = runIbgo(t, "aeron", "throughput", "--role", "both-ish", "--dir", d.Dir())
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, `--role "both-ish": both, pub or sub`)
+}
