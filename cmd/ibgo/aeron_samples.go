@@ -554,6 +554,7 @@ func aeronThroughput(c *cli.Context) error {
 			bytes.Store(total)
 		}
 	}()
+	gc := readGC()
 	start := time.Now()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -580,6 +581,7 @@ func aeronThroughput(c *cli.Context) error {
 	el := time.Since(start)
 	fmt.Fprintf(w, "total: %d messages of %d bytes in %v: %.3f M msg/s, %.1f MB/s (%d back-pressured offers)\n",
 		n, length, el.Round(time.Millisecond), float64(n)/el.Seconds()/1e6, float64(bytes.Load())/el.Seconds()/1e6, backPressured)
+	fmt.Fprintln(w, gc.since())
 	return nil
 }
 
@@ -589,6 +591,7 @@ func aeronThroughput(c *cli.Context) error {
 func throughputPublisher(pub *client.Publication, n, length int, w io.Writer) error {
 	msg := make([]byte, length)
 	backPressured := 0
+	gc := readGC()
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		for pub.Offer(msg) < 0 {
@@ -599,6 +602,7 @@ func throughputPublisher(pub *client.Publication, n, length int, w io.Writer) er
 	el := time.Since(start)
 	fmt.Fprintf(w, "total: %d messages of %d bytes in %v: %.3f M msg/s, %.1f MB/s (%d back-pressured offers)\n",
 		n, length, el.Round(time.Millisecond), float64(n)/el.Seconds()/1e6, float64(n)*float64(length)/el.Seconds()/1e6, backPressured)
+	fmt.Fprintln(w, gc.since())
 	return nil
 }
 
@@ -611,9 +615,10 @@ func throughputSubscriber(c *cli.Context, cl *client.Client, stream int32, n int
 	}
 	var count, total int64
 	var start time.Time
+	var gc gcProbe
 	handler := func(p []byte, _ *client.Header) {
 		if count == 0 {
-			start = time.Now()
+			gc, start = readGC(), time.Now()
 		}
 		count++
 		total += int64(len(p))
@@ -632,5 +637,27 @@ func throughputSubscriber(c *cli.Context, cl *client.Client, stream int32, n int
 	el := time.Since(start)
 	fmt.Fprintf(w, "subscriber total: %d messages, %d bytes in %v: %.3f M msg/s, %.1f MB/s\n",
 		count, total, el.Round(time.Millisecond), float64(count)/el.Seconds()/1e6, float64(total)/el.Seconds()/1e6)
+	fmt.Fprintln(w, gc.since())
 	return nil
+}
+
+// gcProbe is the Go runtime's collection count and allocated bytes at one
+// moment: a run prints what happened between two (issue 34: a steady state
+// that allocates nothing runs no collection while it measures).
+type gcProbe struct {
+	cycles uint32
+	bytes  uint64
+}
+
+func readGC() gcProbe {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return gcProbe{m.NumGC, m.TotalAlloc}
+}
+
+// since says how many collections ran and how much this process allocated
+// since p (every goroutine's, the embedded driver's too).
+func (p gcProbe) since() string {
+	q := readGC()
+	return fmt.Sprintf("gc: %d cycles, %d bytes allocated during the run (the whole process)", q.cycles-p.cycles, q.bytes-p.bytes)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -145,6 +146,13 @@ func TestAeronThroughputEmbedded(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "total: 100000 messages of 256 bytes")
 	require.Contains(t, out, "M msg/s")
+	// the publisher, subscriber and embedded driver allocate nothing per
+	// message: an allocation of even 8 bytes each would be 800,000 here
+	var cycles, allocated int
+	_, err := fmt.Sscanf(out[strings.Index(out, "gc: "):], "gc: %d cycles, %d bytes allocated", &cycles, &allocated)
+	require.NoError(t, err, out)
+	t.Logf("during the run: %d collections, %d bytes allocated", cycles, allocated)
+	require.Less(t, allocated, 256<<10, "bytes allocated while 100,000 messages went through")
 }
 
 func TestDriverCommandTerminatedByClient(t *testing.T) {
