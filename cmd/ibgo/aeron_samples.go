@@ -404,7 +404,11 @@ func aeronPing(c *cli.Context) error {
 		rtt = time.Since(epoch) - time.Duration(binary.LittleEndian.Uint64(p))
 		got = true
 	}).Handler()
+	var gc gcProbe
 	for i := 0; i < warm+n; i++ {
+		if i == warm {
+			gc = readGC() // the measured round trips start here
+		}
 		binary.LittleEndian.PutUint64(msg, uint64(time.Since(epoch)))
 		for pub.Offer(msg) < 0 {
 			if !pub.IsConnected() {
@@ -421,10 +425,12 @@ func aeronPing(c *cli.Context) error {
 			rtts = append(rtts, rtt)
 		}
 	}
+	gcLine := gc.since()
 	slices.Sort(rtts)
 	q := func(p float64) time.Duration { return rtts[min(len(rtts)-1, int(p*float64(len(rtts))))] }
 	fmt.Fprintf(w, "round trips: %d of %d bytes (after %d warm-up)\n", n, length, warm)
 	fmt.Fprintf(w, "rtt min=%v p50=%v p90=%v p99=%v p99.9=%v max=%v\n", rtts[0], q(0.5), q(0.9), q(0.99), q(0.999), rtts[len(rtts)-1])
+	fmt.Fprintln(w, gcLine)
 	return nil
 }
 
