@@ -104,7 +104,16 @@ func (t *rcTransport) subDeviceGone() {
 func (t *rcTransport) stopListener() {
 	if t.listenCancel != nil {
 		t.listenCancel()
-		<-t.acceptDone
+		// the accept goroutine may be handing a connection over: keep
+		// taking them until it has returned
+		for waiting := true; waiting; {
+			select {
+			case <-t.acceptDone:
+				waiting = false
+			case ev := <-t.evc:
+				t.apply(ev)
+			}
+		}
 		t.listenCancel, t.acceptDone = nil, nil
 	}
 	t.drain()
