@@ -343,26 +343,56 @@ func TestOneAeronDirectory(t *testing.T) {
 	}
 }
 
-// TestAeronThroughputRoles: --role sub and --role pub in two runs (two
-// processes in use) against one driver: the publisher reports its total
-// once a subscriber is there, the subscriber every message and byte.
+// TestAeronThroughputRoles: --role pub against a Go subscriber, then
+// --role sub against a Go publisher (the CLI's commands are package state:
+// one run at a time in a test binary; apart they are two processes): the
+// publisher reports its total once a subscriber is there, the subscriber
+// every message and byte.
 func TestAeronThroughputRoles(t *testing.T) {
-	d, _ := sampleDriver(t)
-	type res struct {
-		code     int
-		out, err string
-	}
-	subDone := make(chan res, 1)
+	d, c := sampleDriver(t)
+	ctx := context.Background()
+	const n = 100_000
+	sub, err := c.AddSubscription(ctx, "aeron:ipc", 1001)
+	require.NoError(t, err)
+	got := make(chan int, 1)
 	go func() {
-		code, out, stderr := runIbgo(t, "aeron", "throughput", "--role", "sub", "--dir", d.Dir(), "-n", "100000")
-		subDone <- res{code, out, stderr}
+		count := 0
+		end := time.Now().Add(30 * time.Second)
+		for count < n && time.Now().Before(end) {
+			if sub.Poll(func([]byte, *client.Header) { count++ }, 256) == 0 {
+				time.Sleep(10 * time.Microsecond)
+			}
+		}
+		got <- count
 	}()
-	code, out, stderr := runIbgo(t, "aeron", "throughput", "--role", "pub", "--dir", d.Dir(), "-n", "100000", "-l", "256")
+	code, out, stderr := runIbgo(t, "aeron", "throughput", "--role", "pub", "--dir", d.Dir(), "-n", strconv.Itoa(n), "-l", "256")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "total: 100000 messages of 256 bytes")
-	r := <-subDone
-	require.Equal(t, 0, r.code, r.err)
-	require.Contains(t, r.out, "subscriber total: 100000 messages, 25600000 bytes")
+	require.Equal(t, n, <-got, "the Go subscriber's count")
+	require.NoError(t, sub.Close())
+
+	pub, err := c.AddPublication(ctx, "aeron:ipc", 1002)
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		msg := make([]byte, 256)
+		for sent := 0; sent < n; {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if pub.Offer(msg) > 0 {
+				sent++
+			} else {
+				time.Sleep(10 * time.Microsecond)
+			}
+		}
+	}()
+	code, out, stderr = runIbgo(t, "aeron", "throughput", "--role", "sub", "--dir", d.Dir(), "--stream", "1002", "-n", strconv.Itoa(n))
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "subscriber total: 100000 messages, 25600000 bytes")
 
 	code, _, stderr = runIbgo(t, "aeron", "throughput", "--role", "both-ish", "--dir", d.Dir())
 	require.Equal(t, 1, code)
