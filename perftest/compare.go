@@ -388,7 +388,7 @@ func clientOne(ctx context.Context, cfg CompareConfig, test string) (CompareRow,
 			slices.Sort(rtts)
 			half := func(q float64) float64 { return float64(rtts[int(q*float64(len(rtts)-1))]) / 2 / 1e3 }
 			row.LatP50us, row.LatP99us = half(0.5), half(0.99)
-			row.MsgRate = float64(len(rtts)) / (float64(time.Since(start.asTime())) / 1e9)
+			row.MsgRate = float64(warm+len(rtts)) / time.Since(time.Unix(0, start.wall)).Seconds() // round trips, warm-up included
 			_ = conn.(*net.TCPConn).CloseWrite()
 			_, _ = io.Copy(io.Discard, conn)
 		}
@@ -427,8 +427,6 @@ func clientOne(ctx context.Context, cfg CompareConfig, test string) (CompareRow,
 	}
 	return row, fmt.Errorf("unknown test %q", test)
 }
-
-func (a usage) asTime() time.Time { return time.Unix(0, a.wall) }
 
 // WriteCompareTable prints rows as perf compare's table.
 func WriteCompareTable(w io.Writer, rows []CompareRow) {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -49,18 +48,7 @@ func TestIBDeviceRemoval(t *testing.T) {
 				if _, err := exec.Command("rdma", "link", "show", vm.Dev+"/1").CombinedOutput(); err != nil {
 					_ = exec.Command("rdma", "link", "add", vm.Dev, "type", "rxe", "netdev", vm.Netdev).Run()
 				}
-				lp, _ := errorLog(t, dp)
-				ls, _ := errorLog(t, ds)
-				t.Logf("%s error logs: publisher:\n%s\nsubscriber:\n%s", qp, lp, ls)
-				if t.Failed() {
-					buf := make([]byte, 1<<20)
-					buf = buf[:runtime.Stack(buf, true)]
-					for _, g := range strings.Split(string(buf), "\n\n") {
-						if strings.Contains(g, "ibgo/cm.") || strings.Contains(g, "media/ib.") {
-							t.Logf("goroutine:\n%s", g)
-						}
-					}
-				}
+				s.logEnd(t, qp)
 			})
 			rdma("delete", vm.Dev)
 			time.Sleep(time.Second)

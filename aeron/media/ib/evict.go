@@ -76,9 +76,9 @@ func (t *transport) maybeSweep(busy bool) {
 	t.m.readDeviceCounters(now) // rqempty.go
 }
 
-// sweep evicts the idle entries (all: false), or the least recently used
-// one of peers and of keys each that is at MaxPeers (all: true is the
-// bound's call, from the places that add one).
+// sweep evicts the idle entries, or with bound (the call of addPeer and
+// addSource at MaxPeers) the least recently used entry of peers and of
+// keys, each that is at the bound.
 func (t *transport) sweep(bound bool) {
 	// a datagram from a source keeps its address handle alive
 	for _, s := range t.keys {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -276,4 +277,22 @@ func startStream(t *testing.T, ch string, n int, limit time.Duration) *ibStream 
 	s.r = newReceiver(sub, 0)
 	go func() { s.done <- s.r.until(n, limit) }()
 	return s
+}
+
+// logEnd logs both drivers' error logs and, when the test failed, where
+// the medium's and cm's goroutines wait (a t.Cleanup of stream tests).
+func (s *ibStream) logEnd(t *testing.T, what string) {
+	lp, _ := errorLog(t, s.dp)
+	ls, _ := errorLog(t, s.ds)
+	t.Logf("%s error logs: publisher:\n%s\nsubscriber:\n%s", what, lp, ls)
+	if !t.Failed() {
+		return
+	}
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "ibgo/cm.") || strings.Contains(g, "media/ib.") {
+			t.Logf("goroutine:\n%s", g)
+		}
+	}
 }

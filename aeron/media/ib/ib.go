@@ -5,8 +5,8 @@
 //
 // UD (the default) carries each Aeron datagram as one UD message. A
 // subscription's transport listens for RDMA CM service id resolution
-// (SIDR) on its endpoint's IP and port (cm.ListenUD); a publication's transport resolves the subscriber's
-// QP with SIDR (cm.DialUD). A publication's log is registered with the
+// (SIDR) on its endpoint's IP and port (cm.ListenUD); a publication's
+// transport resolves the subscriber's QP with SIDR (cm.DialUD). A publication's log is registered with the
 // device (driver.MemoryRegistrar, regmem.go) and frames in it are posted
 // straight from the term buffer; small frames go inline and others (in
 // unregistered memory, or beyond the in-flight bound) through a registered

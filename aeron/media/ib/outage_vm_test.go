@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,19 +54,7 @@ func TestIBLinkOutage(t *testing.T) {
 			}
 			t.Cleanup(func() {
 				gids("at the end")
-				lp, _ := errorLog(t, dp)
-				ls, _ := errorLog(t, ds)
-				t.Logf("%s error logs: publisher:\n%s\nsubscriber:\n%s", qp, lp, ls)
-				if t.Failed() {
-					// where the medium's goroutines wait (diagnosis of issue 29)
-					buf := make([]byte, 1<<20)
-					buf = buf[:runtime.Stack(buf, true)]
-					for _, g := range strings.Split(string(buf), "\n\n") {
-						if strings.Contains(g, "ibgo/cm.") || strings.Contains(g, "media/ib.") {
-							t.Logf("goroutine:\n%s", g)
-						}
-					}
-				}
+				s.logEnd(t, qp)
 			})
 			gids("before")
 			link("down")

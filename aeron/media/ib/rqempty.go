@@ -43,7 +43,8 @@ type deviceCounters struct {
 const deviceCounterEvery = time.Second
 
 // readDeviceCounters updates DeviceOutOfBuffer when a second has passed
-// since the last read. Any goroutine; the agents call it when idle.
+// since the last read. Any goroutine: UD transports call it from their
+// once-a-second sweep, RC subscriptions once in 1024 idle Recvs.
 func (m *Media) readDeviceCounters(now int64) {
 	d := &m.devCounters
 	if !d.mu.TryLock() {
