@@ -11,6 +11,7 @@ import (
 	"github.com/ibgo/ibgo/aeron/cnc"
 	"github.com/ibgo/ibgo/aeron/logbuffer"
 	"github.com/ibgo/ibgo/aeron/protocol"
+	"github.com/ibgo/ibgo/internal/shm"
 )
 
 // imageState is the image lifecycle (aeron_publication_image_state_t).
@@ -119,8 +120,11 @@ type publicationImage struct {
 	conns           []imageConnection
 	hwmPosition     int64
 	smSent, nakSent int64
-	ctl             [protocol.StatusMessageGroupTagLength]byte
-	rttm            [protocol.RTTMHeaderLength]byte
+	// revokeGrant ends the transport's grant of the terms to the peer
+	// (ImageGranter), nil without one
+	revokeGrant func()
+	ctl         [protocol.StatusMessageGroupTagLength]byte
+	rttm        [protocol.RTTMHeaderLength]byte
 }
 
 // imageSparse: an image's log is sparse as the earliest subscription on
@@ -299,15 +303,20 @@ func (im *publicationImage) onData(r *receiver, t Transport, h *protocol.DataHea
 		return
 	}
 	end := pos + int64(len(buf))
-	if end <= im.rcvPos.Load() || pos < consumed {
-		r.sys[sysFlowControlUnderRuns].Add(1)
-		return
-	}
-	if end > consumed+im.termLength-im.termLength/4 || end > im.cleaned.Load()+2*im.termLength {
-		r.sys[sysFlowControlOverRuns].Add(1)
-		return
-	}
 	term := im.log.Term(logbuffer.IndexByPosition(pos, im.positionBitsToShift))
+	if placed := shm.SameStart(buf, term[h.TermOffset:]); !placed {
+		if end <= im.rcvPos.Load() || pos < consumed {
+			r.sys[sysFlowControlUnderRuns].Add(1)
+			return
+		}
+		if end > consumed+im.termLength-im.termLength/4 || end > im.cleaned.Load()+2*im.termLength {
+			r.sys[sysFlowControlOverRuns].Add(1)
+			return
+		}
+	}
+	// else the frames are in the term already, placed there by the
+	// publisher (ImageGranter) and readable: a subscriber may have read
+	// past pos before this call, and what remains is to account for them
 	// A datagram is whole frames as the sender scanned them; a PAD
 	// travels as its header, which fills frame_length bytes in the term.
 	pkt := buf

@@ -58,6 +58,7 @@ var notSupportedKeys = map[string]string{
 	uri.KeyStreamID:                "stream-id (a stream id is given by the command, not the channel)",
 	uri.KeyMediaRcvTimestampOffset: "media-rcv-ts-offset (this medium gives no receive timestamps)",
 	uri.KeyIBQueuePair:             "ib-qp (an aeron:ib key)",
+	uri.KeyIBMode:                  "ib-mode (an aeron:ib key)",
 }
 
 // ChannelKeyDeclarer is implemented by a Media that understands channel

@@ -98,6 +98,39 @@ type MemoryRegistrar interface {
 	RegisterMemory(b []byte, maxInFlight int) (release func() error, err error)
 }
 
+// ImageGrant describes an image whose terms a transport may let its peer
+// write into directly (ImageGranter). A plain value; Terms is the image's
+// three terms, back to back, never its metadata.
+type ImageGrant struct {
+	From                netip.AddrPort // the source the image's SETUP came from
+	SessionID, StreamID int32
+	InitialTermID       int32
+	TermLength          int32
+	// Position is where the image's data begins (its join position): the
+	// first frame a peer places goes there.
+	Position int64
+	Terms    []byte
+	// Rebuilt reads the image's rcv-pos (safe from the receiver agent):
+	// a grant made again later starts at the image's position then.
+	Rebuilt func() int64
+}
+
+// ImageGranter is implemented by a Transport whose peers can place
+// frames straight into an image's terms (aeron:ib's ib-mode=write: the
+// publisher RDMA-writes them, and the transport hands each placed batch
+// to its RecvFunc as a slice of the term itself, its first frame's length
+// stored last, so the image finds the frames already in place and copies
+// nothing). The receiver agent calls GrantImage when it starts receiving
+// into an image from the transport, and the revoke func it returned
+// before the image's log may go (the image removed, the endpoint closed):
+// after revoke no peer can write into Terms. ok is false when the
+// transport does not grant this image (its peer did not ask, or the
+// device refused); the image then receives as on any medium. Both run on
+// the receiver agent, as the transport's other calls.
+type ImageGranter interface {
+	GrantImage(g ImageGrant) (revoke func(), ok bool)
+}
+
 // Media is a network medium: udp, ib (aeron/media/ib), or a test loss
 // generator wrapping another. Implementations are safe for concurrent use
 // by the driver's agents.

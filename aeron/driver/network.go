@@ -144,7 +144,7 @@ func canonicalSendChannel(u *uri.ChannelURI, dest, control netip.AddrPort, regID
 		remote = ep.String()
 	}
 	key := string(u.Media) + "|" + remote + "|" + control.String()
-	for _, k := range []string{uri.KeyInterface, uri.KeyControlMode, uri.KeyIBQueuePair} {
+	for _, k := range []string{uri.KeyInterface, uri.KeyControlMode, uri.KeyIBQueuePair, uri.KeyIBMode} {
 		if v, ok := u.Get(k); ok {
 			key += "|" + k + "=" + v
 		}

@@ -56,6 +56,7 @@ func (r *receiver) onRemoveEndpoint(e *receiveEndpoint) {
 		}
 	}
 	for _, im := range e.rimages {
+		im.ungrant() // before the log may go
 		im.released.Store(true)
 	}
 	e.rimages = nil
@@ -90,6 +91,16 @@ func (r *receiver) onAddImage(e *receiveEndpoint, im *publicationImage) {
 	delete(e.creating, [2]int32{im.sessionID, im.streamID})
 	delete(e.pendingSetup, [2]int32{im.sessionID, im.streamID})
 	e.rimages = append(e.rimages, im)
+	if g, ok := e.t.(ImageGranter); ok && !e.mds {
+		// a peer that asked may place its frames in the terms itself
+		// (aeron:ib ib-mode=write); the grant goes out before the status
+		// message that connects the publication
+		if revoke, ok := g.GrantImage(ImageGrant{From: im.source, SessionID: im.sessionID, StreamID: im.streamID,
+			InitialTermID: im.initialTermID, TermLength: int32(im.termLength), Position: im.hwmPosition,
+			Terms: im.log.Bytes()[:3*im.termLength], Rebuilt: im.rcvPos.Load}); ok {
+			im.revokeGrant = revoke
+		}
+	}
 	im.sendPending(r)
 }
 
@@ -106,5 +117,15 @@ func (r *receiver) onRemoveImage(e *receiveEndpoint, im *publicationImage) {
 			break
 		}
 	}
+	im.ungrant()
 	im.released.Store(true)
+}
+
+// ungrant ends the image's grant (ImageGranter), if it has one: no peer
+// writes into its terms afterwards. Receiver.
+func (im *publicationImage) ungrant() {
+	if im.revokeGrant != nil {
+		im.revokeGrant()
+		im.revokeGrant = nil
+	}
 }

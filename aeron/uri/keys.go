@@ -52,6 +52,10 @@ const (
 	// (unreliable datagram, the default; unicast and multicast) or rc
 	// (reliable connection; unicast only).
 	KeyIBQueuePair = "ib-qp"
+	// KeyIBMode selects how an ib-qp=rc publication moves its frames:
+	// send (two-sided SEND/RECV, the default) or write (one-sided RDMA
+	// WRITE straight into the subscriber's image; docs/aeron.md).
+	KeyIBMode = "ib-mode"
 )
 
 // Values with a fixed meaning.
@@ -62,6 +66,8 @@ const (
 	TimestampReserved   = "reserved" // *-ts-offset: write into the reserved value
 	IBQueuePairUD       = "ud"
 	IBQueuePairRC       = "rc"
+	IBModeSend          = "send"
+	IBModeWrite         = "write"
 )
 
 // Limits applied to values, from the Aeron C driver.
@@ -145,6 +151,7 @@ var keys = map[string]keyInfo{
 	KeyATS:                          {network, checkATS},
 	KeyStreamID:                     {all, checkIntRange(math.MinInt32, math.MaxInt32)},
 	KeyIBQueuePair:                  {onIB, checkOneOf(IBQueuePairUD, IBQueuePairRC)},
+	KeyIBMode:                       {onIB, checkOneOf(IBModeSend, IBModeWrite)},
 }
 
 // Known reports whether key is one the given media understands.
@@ -356,8 +363,8 @@ func (u *ChannelURI) validate(s string) error {
 			continue
 		}
 		if !k.media.has(u.Media) {
-			if p.Key == KeyIBQueuePair {
-				return fail(p.Key, fmt.Sprintf("ib-qp applies only to aeron:ib, not aeron:%s", u.Media))
+			if p.Key == KeyIBQueuePair || p.Key == KeyIBMode {
+				return fail(p.Key, fmt.Sprintf("%s applies only to aeron:ib, not aeron:%s", p.Key, u.Media))
 			}
 			continue // kept, as Aeron keeps keys a media ignores
 		}
@@ -393,6 +400,9 @@ func (u *ChannelURI) validate(s string) error {
 		qp, _ := u.Get(KeyIBQueuePair)
 		if qp == "" {
 			qp = IBQueuePairUD
+		}
+		if mode, _ := u.Get(KeyIBMode); mode == IBModeWrite && qp != IBQueuePairRC {
+			return fail(KeyIBMode, "ib-mode=write needs ib-qp=rc: an RDMA WRITE goes over a reliable connection")
 		}
 		if qp == IBQueuePairRC && u.IsMulticast() {
 			return fail(KeyEndpoint, "multicast needs ib-qp=ud: a reliable connection (ib-qp=rc) joins exactly two queue pairs")
@@ -545,6 +555,15 @@ func (u *ChannelURI) IBQueuePair() string {
 		return v
 	}
 	return IBQueuePairUD
+}
+
+// IBMode returns how an aeron:ib channel moves frames: "send" unless
+// ib-mode=write.
+func (u *ChannelURI) IBMode() string {
+	if v, ok := u.Get(KeyIBMode); ok {
+		return v
+	}
+	return IBModeSend
 }
 
 // Duration returns a duration-valued key (linger, nak-delay …) in nanoseconds.

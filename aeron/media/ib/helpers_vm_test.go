@@ -84,6 +84,7 @@ func newReceiver(sub *client.Subscription, first int) *receiver {
 		}
 		r.next++
 	}
+	r.fh = client.NewFragmentAssembler(r.fh).Handler() // messages longer than the mtu arrive whole
 	return r
 }
 

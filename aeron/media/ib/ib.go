@@ -138,6 +138,17 @@ func (m *Media) Statistics() []driver.MediaStatistic {
 		{Name: "rc shared receive queue found empty", Value: &m.RC.SRQEmpty},
 		{Name: "rc work requests flushed", Value: &m.RC.Flushed},
 		{Name: "rc frames dropped", Value: &m.RC.Dropped},
+		{Name: "rc write: writes posted", Value: &m.RC.Writes},
+		{Name: "rc write: bytes written", Value: &m.RC.WriteBytes},
+		{Name: "rc write: bytes written again after a new grant", Value: &m.RC.Rewritten},
+		{Name: "rc write: datagrams already written", Value: &m.RC.WriteSkipped},
+		{Name: "rc write: immediates received", Value: &m.RC.Immediates},
+		{Name: "rc write: frames placed", Value: &m.RC.PlacedFrames},
+		{Name: "rc write: bytes placed", Value: &m.RC.PlacedBytes},
+		{Name: "rc write: placements refused", Value: &m.RC.BadPlacements},
+		{Name: "rc write: grants issued", Value: &m.RC.GrantsIssued},
+		{Name: "rc write: grants revoked", Value: &m.RC.GrantsRevoked},
+		{Name: "rc write: grants denied", Value: &m.RC.GrantsDenied},
 		{Name: "rc CQ errors", Value: &m.RC.CQErrors},
 		{Name: "receive CQs with hardware timestamps", Value: &m.MediaClock.Hardware},
 		{Name: "receive CQs with software timestamps", Value: &m.MediaClock.Software},
@@ -151,7 +162,7 @@ func (m *Media) Name() string { return string(uri.MediaIB) }
 // ChannelKeys implements driver.ChannelKeyDeclarer: the keys aeron:ib
 // reads beyond the driver's medium-independent ones.
 func (m *Media) ChannelKeys() []string {
-	return []string{uri.KeyIBQueuePair, uri.KeyMediaRcvTimestampOffset}
+	return []string{uri.KeyIBQueuePair, uri.KeyIBMode, uri.KeyMediaRcvTimestampOffset}
 }
 
 // ResolveTimeout bounds the SIDR exchange of a publication's Open.

@@ -90,6 +90,23 @@ type RCStats struct {
 	// and rebuilds its shared CQ and SRQ (rebuildShared), and its
 	// publications dial again. Both count in Media.CQRebuilds.
 	CQErrors atomic.Int64
+
+	// ib-mode=write (write.go). Publication side: Writes counts RDMA
+	// WRITE WITH IMMEDIATE work requests posted and WriteBytes their
+	// bytes; Rewritten the bytes written again from the log after a new
+	// grant; WriteSkipped datagrams already written (a retransmit the
+	// connection had delivered).
+	Writes, WriteBytes, Rewritten, WriteSkipped atomic.Int64
+	// Subscription side: Immediates counts write immediates taken,
+	// PlacedFrames and PlacedBytes what they announced (frames the
+	// driver did not copy); BadPlacements writes whose frame headers
+	// failed the checks (the connection is dropped and the error
+	// logged).
+	Immediates, PlacedFrames, PlacedBytes, BadPlacements atomic.Int64
+	// GrantsIssued counts images granted to a connection, GrantsRevoked
+	// grants ended (the connection lost, the image closed),
+	// GrantsDenied grants the device refused (the session sends instead).
+	GrantsIssued, GrantsRevoked, GrantsDenied atomic.Int64
 }
 
 const (
@@ -146,7 +163,7 @@ func rcMTU(ch *uri.ChannelURI, p driver.TransportParams) int {
 
 // rcGrowData is the REJECT data of a subscription growing to mtu.
 func rcGrowData(mtu int) []byte {
-	b := rcConnectData(mtu)
+	b := rcConnectData(mtu, 0)
 	copy(b, rcGrowMagic)
 	return b
 }
@@ -172,10 +189,13 @@ func (t *rcTransport) grow(mtu int) error {
 	return nil
 }
 
-func rcConnectData(mtu int) []byte {
-	b := make([]byte, 8)
+// rcConnectData is a CONNECT's private data (and, flags 0, a REJECT's):
+// the magic, the mtu, then flags (rcConnWrite), little-endian u32s.
+func rcConnectData(mtu int, flags uint32) []byte {
+	b := make([]byte, 12)
 	copy(b, rcMagic)
 	binary.LittleEndian.PutUint32(b[4:], uint32(mtu))
+	binary.LittleEndian.PutUint32(b[8:], flags)
 	return b
 }
 
@@ -185,6 +205,14 @@ func rcParseData(b []byte) (int, bool) {
 		return 0, false
 	}
 	return int(binary.LittleEndian.Uint32(b[4:])), true
+}
+
+// rcParseFlags reads rcConnectData's flags (0 from a peer that sends none).
+func rcParseFlags(b []byte) uint32 {
+	if len(b) < 12 || string(b[:4]) != rcMagic {
+		return 0
+	}
+	return binary.LittleEndian.Uint32(b[8:])
 }
 
 // rcConn is one connection and its send ring (and, on a publication, its
@@ -216,6 +244,16 @@ type rcConn struct {
 	close             bool
 
 	ts stamper // publication side: media timestamps of cq's frames
+
+	// ib-mode=write (write.go): write says the publication asked for it;
+	// wslots are the images granted on the connection (subscription
+	// side), grants those it holds, asked and askFor the sessions it
+	// asked for or is to ask for again (publication side)
+	write  bool
+	wslots []*wImage
+	grants map[uint64]*wGrant
+	asked  map[uint64]bool
+	askFor []uint64
 
 	// publication side: the device reported cq in error (asyncev.go);
 	// unwatch ends that watch before cq goes
@@ -303,6 +341,15 @@ type rcTransport struct {
 	cqEvent, srqEvent atomic.Bool
 	vctx              *uverbs.Context
 
+	// ib-mode=write (write.go): write is a publication's channel asking
+	// for it; wimgs the images a subscription granted (or grants again on
+	// a new connection), by session and stream; ctlMsg and ctlBatch carry
+	// a grant to Send
+	write    bool
+	wimgs    map[uint64]*wImage
+	ctlMsg   [rcGrantLen]byte
+	ctlBatch [1][]byte
+
 	// agent state
 	cur    *rcConn // publication side
 	byQPN  map[uint32]*rcConn
@@ -351,7 +398,8 @@ func (m *Media) openRC(ctx context.Context, ch *uri.ChannelURI, bind, connect ne
 	}
 	t := &rcTransport{m: m, bind: bind, connect: connect, mtu: rcMTU(ch, p), window: receiveWindow(p),
 		mediaTS: p.MediaTimestamps, evc: make(chan rcEvent, 64),
-		byQPN: map[uint32]*rcConn{}, byKey: map[uint32]*rcConn{}, byAddr: map[netip.AddrPort]*rcConn{}}
+		byQPN: map[uint32]*rcConn{}, byKey: map[uint32]*rcConn{}, byAddr: map[netip.AddrPort]*rcConn{},
+		write: connect.IsValid() && ch.IBMode() == uri.IBModeWrite, wimgs: map[uint64]*wImage{}}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	t.done = t.ctx.Done()
 	if connect.IsValid() {
@@ -493,7 +541,7 @@ func (t *rcTransport) accept(ctx context.Context, ev *cm.Event) {
 		t.sharedMu.Unlock()
 		switch {
 		case mtu > rcMaxMTU:
-			reject(rcConnectData(cur)) // never: no Aeron frame is larger
+			reject(rcConnectData(cur, 0)) // never: no Aeron frame is larger
 			return
 		case mtu > cur:
 			// the publication's frames would not fit the SRQ's buffers:
@@ -508,7 +556,8 @@ func (t *rcTransport) accept(ctx context.Context, ev *cm.Event) {
 		}
 	}
 	info, _ := child.Query()
-	c := &rcConn{key: t.keys.Add(1), id: child, addr: info.Dst.IP, slotsN: rcSubSendSlots}
+	c := &rcConn{key: t.keys.Add(1), id: child, addr: info.Dst.IP, slotsN: rcSubSendSlots,
+		write: rcParseFlags(ev.Conn.PrivateData)&rcConnWrite != 0}
 	refuse := func(what string, err error) {
 		t.m.report(fmt.Errorf("ib: rc subscription %s refused a connection from %s: %s: %w", t.local, c.addr, what, err))
 		reject(nil)
@@ -706,11 +755,16 @@ func (t *rcTransport) dial(ctx context.Context) (*rcConn, error) {
 	}
 	c := &rcConn{key: t.keys.Add(1), addr: t.connect, mem: t.pmem, mr: t.pmr, shared: true,
 		recvSlots: rcPeerRecv, sendBase: rcPeerRecv * t.mtu, slotsN: rcSendSlots, nfree: rcSendSlots, slots: newSlotRegs(rcSendSlots)}
+	var flags uint32
+	if t.write {
+		flags = rcConnWrite
+		c.write, c.grants, c.asked = true, map[uint64]*wGrant{}, map[uint64]bool{}
+	}
 	vctx, pd, _ := t.anchor.Verbs()
 	d := cm.Dialer{
 		PD:         pd,
 		Cap:        uverbs.QPCap{MaxSendWR: rcSendSlots, MaxRecvWR: rcPeerRecv, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: wantInline},
-		Param:      &cm.ConnParam{PrivateData: rcConnectData(t.mtu), RetryCount: 7, RNRRetryCount: 7},
+		Param:      &cm.ConnParam{PrivateData: rcConnectData(t.mtu, flags), RetryCount: 7, RNRRetryCount: 7},
 		AckTimeout: RCAckTimeout,
 		BeforeConnect: func(cn *cm.Conn) error {
 			c.qp, c.cq = cn.QP(), cn.RecvCQ()
@@ -965,6 +1019,7 @@ func (t *rcTransport) drop(c *rcConn) {
 	}
 	if c.id != nil {
 		t.live.Add(-1)
+		t.ungrantAll(c) // write.go: no write lands in an image after this
 	}
 	if t.connect.IsValid() && c.deviceRemoved() {
 		// the logs were registered on the removed device's PD: again on
@@ -1106,6 +1161,9 @@ func (t *rcTransport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error)
 	}
 	if t.regsPending {
 		t.registerPending(t.regPD(), t.m)
+	}
+	if c.write && t.connect.IsValid() {
+		return t.sendWrite(c, datagrams) // write.go
 	}
 	sent := 0
 	for sent < len(datagrams) {
@@ -1286,8 +1344,12 @@ func (t *rcTransport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 				}
 				continue
 			}
-			fn(t, c.mem.Bytes()[i*t.mtu:i*t.mtu+int(w.ByteLen)], t.connect, c.ts.stamp(w.Timestamp))
-			n++
+			if b := c.mem.Bytes()[i*t.mtu : i*t.mtu+int(w.ByteLen)]; c.write && len(b) >= 4 && string(b[:4]) == rcGrantMagic {
+				t.onGrant(c, b) // write.go
+			} else {
+				fn(t, b, t.connect, c.ts.stamp(w.Timestamp))
+				n++
+			}
 			if c.close {
 				continue // fn's reply found the connection lost
 			}
@@ -1311,8 +1373,22 @@ func (t *rcTransport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 			}
 		case c == nil:
 			t.m.Unresolved.Add(1)
+		case w.Opcode == uverbs.WCRecvRDMAWithImm:
+			// ib-mode=write: frames placed in an image (write.go)
+			if buf, err := t.placed(c, w.Imm); err != nil {
+				t.m.RC.BadPlacements.Add(1)
+				t.fail(c, err.Error())
+			} else {
+				fn(t, buf, c.addr, t.ts.stamp(w.Timestamp))
+				n++
+			}
 		default:
-			fn(t, t.mem.Bytes()[i*t.mtu:i*t.mtu+int(w.ByteLen)], c.addr, t.ts.stamp(w.Timestamp))
+			b := t.mem.Bytes()[i*t.mtu : i*t.mtu+int(w.ByteLen)]
+			if c.write && len(b) >= 4 && string(b[:4]) == rcAskMagic {
+				t.onAsk(c, b) // write.go
+				break
+			}
+			fn(t, b, c.addr, t.ts.stamp(w.Timestamp))
 			n++
 		}
 		if err := t.postSRQ(i); err != nil {

@@ -30,15 +30,21 @@ func TestRCMTU(t *testing.T) {
 }
 
 func TestRCConnectData(t *testing.T) {
-	n, ok := rcParseData(rcConnectData(16384))
+	n, ok := rcParseData(rcConnectData(16384, 0))
 	require.True(t, ok)
 	require.Equal(t, 16384, n)
+	require.Zero(t, rcParseFlags(rcConnectData(16384, 0)))
 	// the kernel pads private data to 56 bytes
 	b := make([]byte, 56)
-	copy(b, rcConnectData(4096))
+	copy(b, rcConnectData(4096, rcConnWrite))
 	n, ok = rcParseData(b)
 	require.True(t, ok)
 	require.Equal(t, 4096, n)
+	require.Equal(t, uint32(rcConnWrite), rcParseFlags(b))
+	// a peer of before the flags sends 8 bytes (padded with zeros): none
+	b = make([]byte, 56)
+	copy(b, rcConnectData(4096, rcConnWrite)[:8])
+	require.Zero(t, rcParseFlags(b))
 	_, ok = rcParseData([]byte("AIBX\x00\x10\x00\x00"))
 	require.False(t, ok)
 	_, ok = rcParseData(nil)
