@@ -35,7 +35,7 @@ BENCH_AERON_MEDIA ?= ipc
 AERON_JAVA_CP ?=
 JAVA ?= java
 
-.PHONY: interop-aeron interop-aeron-java lifecycle-aeron bench-aeron bench-ib-vm
+.PHONY: interop-aeron interop-aeron-java lifecycle-aeron bench-aeron bench-ib-vm bench-write-vm
 
 define AERON_C_BIN_HELP
 interop-aeron: FAIL: AERON_C_BIN is not set.
@@ -73,6 +73,12 @@ bench-aeron:
 	@mkdir -p bin
 	$(GO) build -o bin/ibgo ./cmd/ibgo
 	ROUNDS=$(BENCH_AERON_ROUNDS) MESSAGES=$(BENCH_AERON_MESSAGES) MEDIA=$(BENCH_AERON_MEDIA) hwtest/aeron-bench.sh bin/ibgo "$(AERON_C_BIN)"
+
+## bench-write-vm: in the soft-RoCE VM, aeron:ib ib-mode=write vs ib-mode=send vs aeron:udp between two drivers:
+## throughput, the receiving driver's and the guest's CPU per message, RTT; BENCH_ROUNDS=3 BENCH_MESSAGES=5000000
+bench-write-vm:
+	$(VM) run -kernel $(KERNEL) -env BENCH_ROUNDS=$(or $(BENCH_ROUNDS),3) $(if $(BENCH_MESSAGES),-env BENCH_MESSAGES=$(BENCH_MESSAGES)) \
+		$(if $(BENCH_PINGS),-env BENCH_PINGS=$(BENCH_PINGS)) -script hwtest/vm/bench-write-vm.sh
 
 ## bench-ib-vm: in the soft-RoCE VM, 256-byte Aeron throughput and ping-pong over aeron:ib UD, aeron:udp and
 ## aeron:ib RC (same MTU and window, same run), ratios to aeron:udp; BENCH_ROUNDS=3 BENCH_MESSAGES=200000

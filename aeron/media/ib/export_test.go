@@ -1,6 +1,8 @@
 package ib
 
 import (
+	"encoding/binary"
+
 	"github.com/ibgo/ibgo/aeron/driver"
 	"github.com/ibgo/ibgo/uverbs"
 )
@@ -49,3 +51,17 @@ func RCAckTimeouts(tr driver.Transport) ([]uint8, error) {
 // hold only n completions, so that a burst overruns it (the device then
 // raises CQ_ERR); the rebuilt one has its normal size.
 func UndersizeNextSharedCQ(n int) { sharedCQForTest.Store(int32(n)) }
+
+// WriteConnectData is the CONNECT private data of an ib-mode=write
+// publication (the tests' hand-made peer).
+func WriteConnectData(mtu int) []byte { return rcConnectData(mtu, rcConnWrite) }
+
+// ParseGrant reads a subscription's grant message: the terms' address and
+// rkey, the term length, the image slot; ok false for anything else.
+func ParseGrant(b []byte) (addr uint64, rkey uint32, termLength int32, slot uint8, ok bool) {
+	if len(b) < rcGrantLen || string(b[:4]) != rcGrantMagic || b[5]&grantDenied != 0 {
+		return 0, 0, 0, 0, false
+	}
+	le := binary.LittleEndian
+	return le.Uint64(b[32:]), le.Uint32(b[40:]), int32(le.Uint32(b[20:])), b[6], true
+}

@@ -36,9 +36,10 @@ func TestIBLinkOutage(t *testing.T) {
 	n, err := strconv.Atoi(s)
 	require.NoError(t, err)
 	outage := time.Duration(n) * time.Second
-	for _, qp := range []string{"ud", "rc"} {
+	for _, qp := range []string{"ud", "rc", "rc-write"} {
 		t.Run(qp, func(t *testing.T) {
-			ch := fmt.Sprintf("aeron:ib?endpoint=%s:%d|mtu=1024|ib-qp=%s", vm.IP, map[string]int{"ud": 24641, "rc": 24642}[qp], qp)
+			keys := map[string]string{"ud": "ib-qp=ud", "rc": "ib-qp=rc", "rc-write": "ib-qp=rc|ib-mode=write"}[qp]
+			ch := fmt.Sprintf("aeron:ib?endpoint=%s:%d|mtu=1024|%s", vm.IP, map[string]int{"ud": 24641, "rc": 24642, "rc-write": 24643}[qp], keys)
 			const n = 60_000
 			s := startStream(t, ch, n, 5*deadline)
 			dp, mp, ds, ms, pub, done := s.dp, s.mp, s.ds, s.ms, s.pub, s.done
@@ -69,6 +70,12 @@ func TestIBLinkOutage(t *testing.T) {
 			offerAll(t, pub, n/3, n, 2*deadline)
 			t.Logf("%s: link was down for %v", qp, (<-up).Round(time.Millisecond))
 			require.NoError(t, <-done, "%s: every message once and in order across the outage", qp)
+			if qp == "rc-write" {
+				t.Logf("rc-write: publisher: writes %d, rewritten %d bytes, skipped %d, dropped %d; subscriber: grants issued %d, revoked %d, frames placed %d",
+					mp.RC.Writes.Load(), mp.RC.Rewritten.Load(), mp.RC.WriteSkipped.Load(), mp.RC.Dropped.Load(),
+					ms.RC.GrantsIssued.Load(), ms.RC.GrantsRevoked.Load(), ms.RC.PlacedFrames.Load())
+				require.GreaterOrEqual(t, ms.RC.PlacedFrames.Load(), int64(n), "the frames were placed by writes")
+			}
 			t.Logf("%s: publisher medium: QP restarts %d, resolve errors %d, re-resolutions %d, rc lost %d; subscriber: QP restarts %d, rc lost %d",
 				qp, mp.QPRestarts.Load(), mp.ResolveErrors.Load(), mp.Reresolves.Load(), mp.RC.Lost.Load(), ms.QPRestarts.Load(), ms.RC.Lost.Load())
 
