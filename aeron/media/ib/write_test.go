@@ -79,9 +79,12 @@ func TestPlaced(t *testing.T) {
 		"slot not granted":  {slot: 9, id: 11, first: 64, want: "image slot 9"},
 		"wrong term id imm": {slot: 3, id: 12, first: 64, want: "immediate names term id"},
 		"wrong session":     {slot: 3, id: 11, first: 64, setup: func() { place(t1, 0, protocol.TypeData, 64, 8, 1001, 11, false) }, want: "session 8 stream 1001"},
-		"wrong offset":      {slot: 3, id: 11, first: 64, setup: func() { place(t1, 0, protocol.TypeData, 64, 7, 1001, 11, false); binary.LittleEndian.PutUint32(t1[8:], 4096) }, want: "term offset 4096"},
-		"wrong type":        {slot: 3, id: 11, first: 64, setup: func() { place(t1, 0, protocol.TypeSetup, 64, 7, 1001, 11, false) }, want: "frame type 5"},
-		"frame too short":   {slot: 3, id: 11, first: 16, setup: func() { place(t1, 0, protocol.TypeData, 16, 7, 1001, 11, false) }, want: "a frame of 16 bytes"},
+		"wrong offset": {slot: 3, id: 11, first: 64, setup: func() {
+			place(t1, 0, protocol.TypeData, 64, 7, 1001, 11, false)
+			binary.LittleEndian.PutUint32(t1[8:], 4096)
+		}, want: "term offset 4096"},
+		"wrong type":      {slot: 3, id: 11, first: 64, setup: func() { place(t1, 0, protocol.TypeSetup, 64, 7, 1001, 11, false) }, want: "frame type 5"},
+		"frame too short": {slot: 3, id: 11, first: 16, setup: func() { place(t1, 0, protocol.TypeData, 16, 7, 1001, 11, false) }, want: "a frame of 16 bytes"},
 		"second frame bad": {slot: 3, id: 11, first: 64, setup: func() {
 			place(t1, 0, protocol.TypeData, 64, 7, 1001, 11, false)
 			place(t1, 64, protocol.TypeData, 1<<20, 7, 1001, 11, true)
