@@ -76,9 +76,11 @@ bench-aeron:
 
 ## bench-write-vm: in the soft-RoCE VM, aeron:ib ib-mode=write vs ib-mode=send vs aeron:udp between two drivers:
 ## throughput, the receiving driver's and the guest's CPU per message, RTT; BENCH_ROUNDS=3 BENCH_MESSAGES=5000000
+## BENCH_DRIVER_ENV='AERON_...' (default: SHARED threading, sleep-ns idle)
 bench-write-vm:
 	$(VM) run -kernel $(KERNEL) -env BENCH_ROUNDS=$(or $(BENCH_ROUNDS),3) $(if $(BENCH_MESSAGES),-env BENCH_MESSAGES=$(BENCH_MESSAGES)) \
-		$(if $(BENCH_PINGS),-env BENCH_PINGS=$(BENCH_PINGS)) -script hwtest/vm/bench-write-vm.sh
+		$(if $(BENCH_PINGS),-env BENCH_PINGS=$(BENCH_PINGS)) $(if $(BENCH_DRIVER_ENV),-env 'BENCH_DRIVER_ENV=$(BENCH_DRIVER_ENV)') \
+		-script hwtest/vm/bench-write-vm.sh
 
 ## bench-ib-vm: in the soft-RoCE VM, 256-byte Aeron throughput and ping-pong over aeron:ib UD, aeron:udp and
 ## aeron:ib RC (same MTU and window, same run), ratios to aeron:udp; BENCH_ROUNDS=3 BENCH_MESSAGES=200000

@@ -142,6 +142,7 @@ func (m *Media) Statistics() []driver.MediaStatistic {
 		{Name: "rc write: bytes written", Value: &m.RC.WriteBytes},
 		{Name: "rc write: bytes written again after a new grant", Value: &m.RC.Rewritten},
 		{Name: "rc write: datagrams already written", Value: &m.RC.WriteSkipped},
+		{Name: "rc write: datagrams joined to the write before", Value: &m.RC.Joined},
 		{Name: "rc write: immediates received", Value: &m.RC.Immediates},
 		{Name: "rc write: frames placed", Value: &m.RC.PlacedFrames},
 		{Name: "rc write: bytes placed", Value: &m.RC.PlacedBytes},

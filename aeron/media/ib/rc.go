@@ -96,7 +96,9 @@ type RCStats struct {
 	// bytes; Rewritten the bytes written again from the log after a new
 	// grant; WriteSkipped datagrams already written (a retransmit the
 	// connection had delivered).
-	Writes, WriteBytes, Rewritten, WriteSkipped atomic.Int64
+	// Joined counts datagrams that joined the write before them (one
+	// immediate for several datagrams of a sender's duty).
+	Writes, WriteBytes, Rewritten, WriteSkipped, Joined atomic.Int64
 	// Subscription side: Immediates counts write immediates taken,
 	// PlacedFrames and PlacedBytes what they announced (frames the
 	// driver did not copy); BadPlacements writes whose frame headers

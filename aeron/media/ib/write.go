@@ -14,9 +14,10 @@ package ib
 //     rkey, term length, initial term id, the position the first write
 //     lands at, and the image's slot on the connection.
 //   - The publication sends each datagram of DATA frames (or a padding
-//     frame's header) as one RDMA WRITE WITH IMMEDIATE to the same term
-//     offset in the image, leaving out the first frame's 4-byte length
-//     word: immediate = slot<<24 | (term id & 0xff)<<16 | that length (0
+//     frame's header) as an RDMA WRITE WITH IMMEDIATE to the same term
+//     offset in the image (consecutive datagrams of one Send, from the
+//     same log and term, as one), leaving out the first frame's 4-byte
+//     length word: immediate = slot<<24 | (term id & 0xff)<<16 | that length (0
 //     for a padding frame longer than 16 bits: it runs to the term's end).
 //     Writes go strictly in order from the granted position; a datagram
 //     behind it is skipped (already written), one ahead of it is preceded
@@ -302,9 +303,10 @@ func (t *rcTransport) placed(c *rcConn, imm uint32) ([]byte, error) {
 			return nil, bad(fmt.Sprintf("a frame of %d bytes", first), off)
 		}
 		end := off + protocol.Align(first, logbuffer.FrameAlignment)
-		// the batch's other frames were placed with their lengths; the
+		// the batch's other frames were placed with their lengths (the
+		// datagrams of one of the sender's duties may be one write); the
 		// next batch's first length is still zero
-		for end < tl && end-off < t.mtu {
+		for end < tl && end-off < max(t.window, t.mtu) {
 			fl := int(shm.LoadInt32(term, end))
 			if fl == 0 {
 				break
@@ -429,7 +431,12 @@ func (t *rcTransport) classify(c *rcConn, d []byte) (wKind, *wGrant, int64, int6
 // sendWrite is Send on a write-mode publication's connection c.
 func (t *rcTransport) sendWrite(c *rcConn, datagrams [][]byte) (int, error) {
 	sent, k := 0, 0
+	// the last write prepared, which a datagram right after it in the
+	// same term and the same log joins (one write, one immediate)
+	lastK, lastTerm := -1, int64(0)
+	var lastG *wGrant
 	post := func() bool {
+		lastK = -1
 		if k == 0 {
 			return true
 		}
@@ -533,7 +540,14 @@ func (t *rcTransport) sendWrite(c *rcConn, datagrams [][]byte) (int, error) {
 			if pos < g.next {
 				d, pos = d[g.next-pos:], g.next // a retransmit reaching past what was written
 			}
+			if lastK == k-1 && lastG == g && pos>>g.shift == lastTerm && t.extendWrite(c, lastK, d) {
+				g.next = pos + span(d)
+				t.m.RC.WriteBytes.Add(int64(len(d)))
+				t.m.RC.Joined.Add(1)
+				break
+			}
 			t.prepareWrite(c, k, g, d, pos)
+			lastK, lastG, lastTerm = k, g, pos>>g.shift
 			k++
 			_ = end
 		}
@@ -566,6 +580,33 @@ func (t *rcTransport) prepareWrite(c *rcConn, k int, g *wGrant, d []byte, pos in
 	g.next = pos + span(d)
 	t.m.RC.Writes.Add(1)
 	t.m.RC.WriteBytes.Add(int64(len(d)))
+}
+
+// extendWrite joins d to write request j of c's list when d follows its
+// bytes in the same registered log (the sender's datagrams of one duty are
+// consecutive in the term): the write grows, its immediate stays that of
+// its first frame, and the subscription's walk takes every frame of it.
+// False when j reads a bounce slot or inline data, d is elsewhere, or the
+// log's in-flight bound would be passed.
+func (t *rcTransport) extendWrite(c *rcConn, j int, d []byte) bool {
+	wr := &c.swr[j]
+	if wr.Opcode != uverbs.WRRDMAWriteWithImm || wr.InlineData != nil || len(wr.SGL) != 1 {
+		return false
+	}
+	slot := (c.head + j) % c.slotsN
+	r := c.slots.reg[slot]
+	if r == nil || r.mr == nil || r.inFlight+len(d) > r.budget {
+		return false
+	}
+	sge, ok := r.mr.SGEOf(d)
+	prev := &wr.SGL[0]
+	if !ok || sge.LKey != prev.LKey || sge.Addr != prev.Addr+uint64(prev.Length) {
+		return false
+	}
+	prev.Length += uint32(len(d))
+	r.inFlight += len(d)
+	c.slots.n[slot] += len(d)
+	return true
 }
 
 // span is how far a datagram reaches in the term: its frames, and when the
