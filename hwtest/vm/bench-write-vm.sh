@@ -50,6 +50,8 @@ median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {if (NR) print v
 
 # proc_cpu PID: utime + stime in clock ticks
 proc_cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# proc_us PID: "utime stime" in clock ticks
+proc_us() { awk '{print $14, $15}' "/proc/$1/stat"; }
 # guest_busy: busy clock ticks of every CPU since boot
 guest_busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
 
@@ -76,11 +78,12 @@ one() {
 	$IBGO aeron throughput --role sub --dir $S --channel "$c" -n "$MESSAGES" >"$WORK/sub.log" 2>&1 &
 	sub=$!
 	sleep 0.5
-	c0=$(proc_cpu $ds) g0=$(guest_busy)
+	c0=$(proc_cpu $ds) g0=$(guest_busy) us0=$(proc_us $ds)
 	rc=0
 	timeout -s INT 900 $IBGO aeron throughput --role pub --dir $P --channel "$c" -n "$MESSAGES" -l 256 >"$WORK/pub.log" 2>&1 || rc=$?
 	wait $sub || rc=$?
-	c1=$(proc_cpu $ds) g1=$(guest_busy)
+	c1=$(proc_cpu $ds) g1=$(guest_busy) us1=$(proc_us $ds)
+	split=$(echo "$us0 $us1" | awk -v t="$TCK" -v n="$MESSAGES" '{printf "user %.0f, system %.0f", ($3 - $1) / t * 1e9 / n, ($4 - $2) / t * 1e9 / n}')
 	if [ $rc -ne 0 ]; then
 		echo "== $name: throughput rc=$rc" >&2
 		cat "$WORK/pub.log" "$WORK/sub.log" "$P.log" "$S.log" >&2
@@ -118,7 +121,7 @@ one() {
 	errs=$((errs + ${e:-0}))
 	stop $dp
 	echo "${tput:-nan} ${rcpu:-nan} ${gcpu:-nan} ${p50:-nan} ${p99:-nan} $errs" >>"$WORK/$name"
-	echo "  $name round: ${tput:-nan} M msg/s, receiving driver ${rcpu:-nan} ns/msg, guest ${gcpu:-nan} ns/msg, RTT p50 ${p50:-nan} µs p99 ${p99:-nan} µs, errors $errs" >&2
+	echo "  $name round: ${tput:-nan} M msg/s, receiving driver ${rcpu:-nan} ns/msg ($split), guest ${gcpu:-nan} ns/msg, RTT p50 ${p50:-nan} µs p99 ${p99:-nan} µs, errors $errs" >&2
 }
 
 echo "Aeron between two drivers over rxe0 (one guest): $MESSAGES x 256 B, mtu=$MTU, window $WND, $PINGS pings, $ROUNDS rounds, $(nproc) CPUs, drivers: $DRIVER_ENV"
