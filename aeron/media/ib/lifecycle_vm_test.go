@@ -25,7 +25,7 @@ import (
 // TestTwoNodePublishThenExit (issue 27): node 1's publisher offers a
 // stream and its client exits right after the last offer; node 2's
 // subscriber must get every message, once and in order, over aeron:udp,
-// aeron:ib UD and aeron:ib RC, on a clean link and with tc netem on both
+// aeron:ib UD and aeron:ib RC (ib-mode=send and write), on a clean link and with tc netem on both
 // guests' ends (5 % loss, 2 % duplication, 2 ms delay with reordering). The
 // publisher's driver drains on its own; neither driver may count or log a
 // stream that ended short. IBGO_LIFECYCLE_MESSAGES sets the count on the
@@ -51,6 +51,8 @@ func TestTwoNodePublishThenExit(t *testing.T) {
 		{"udp-netem", "aeron:udp?endpoint=%s:24707", true},
 		{"ib-ud-netem", "aeron:ib?endpoint=%s:24709|mtu=1024", true},
 		{"ib-rc-netem", "aeron:ib?endpoint=%s:24711|ib-qp=rc|mtu=4096", true},
+		{"ib-rc-write", "aeron:ib?endpoint=%s:24713|ib-qp=rc|ib-mode=write|mtu=4096", false},
+		{"ib-rc-write-netem", "aeron:ib?endpoint=%s:24715|ib-qp=rc|ib-mode=write|mtu=4096", true},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -254,7 +254,7 @@ type rcConn struct {
 	write  bool
 	wslots []*wImage
 	grants map[uint64]*wGrant
-	asked  map[uint64]bool
+	asked  map[uint64]int64 // when it last asked (ns)
 	askFor []uint64
 
 	// publication side: the device reported cq in error (asyncev.go);
@@ -351,6 +351,9 @@ type rcTransport struct {
 	wimgs    map[uint64]*wImage
 	ctlMsg   [rcGrantLen]byte
 	ctlBatch [1][]byte
+	// grantsDue are grants (or denials) a full send queue held back:
+	// Recv sends them (write.go)
+	grantsDue []*wImage
 
 	// agent state
 	cur    *rcConn // publication side
@@ -615,7 +618,15 @@ func (t *rcTransport) accept(ctx context.Context, ev *cm.Event) {
 			return
 		}
 	}
-	if err := child.Accept(nil); err != nil {
+	var acc *cm.ConnParam
+	if c.write {
+		// the answer says this subscription takes ib-mode=write (write.go);
+		// one that predates it accepts with no data, and the publication
+		// sends instead
+		acc = &cm.ConnParam{ResponderResources: ev.Conn.ResponderResources, InitiatorDepth: ev.Conn.InitiatorDepth,
+			RetryCount: 7, RNRRetryCount: 7, PrivateData: rcConnectData(mtu, rcConnWrite)}
+	}
+	if err := child.Accept(acc); err != nil {
 		t.lose(c, "accept: "+err.Error())
 		return
 	}
@@ -760,7 +771,7 @@ func (t *rcTransport) dial(ctx context.Context) (*rcConn, error) {
 	var flags uint32
 	if t.write {
 		flags = rcConnWrite
-		c.write, c.grants, c.asked = true, map[uint64]*wGrant{}, map[uint64]bool{}
+		c.write, c.grants, c.asked = true, map[uint64]*wGrant{}, map[uint64]int64{}
 	}
 	vctx, pd, _ := t.anchor.Verbs()
 	d := cm.Dialer{
@@ -791,6 +802,11 @@ func (t *rcTransport) dial(ctx context.Context) (*rcConn, error) {
 		return nil, fmt.Errorf("ib: rc connect to %s: %w", t.connect, err)
 	}
 	c.conn = cn
+	if c.write && rcParseFlags(cn.Remote().PrivateData)&rcConnWrite == 0 {
+		// a subscription that does not take writes: this connection sends
+		c.write, c.grants, c.asked = false, nil, nil
+		t.m.report(fmt.Errorf("ib: rc connect to %s: the subscription does not take ib-mode=write (its driver predates it); frames go as ib-mode=send", t.connect))
+	}
 	c.ts = newStamper(t.m, t.mediaTS, c.cq) // before the agent polls c.cq
 	t.m.watchCQ(vctx, c.cq, &c.cqEvent)
 	m, cq := t.m, c.cq
@@ -1304,6 +1320,9 @@ func (t *rcTransport) Recv(maxN int, fn driver.RecvFunc) (int, error) {
 		return 0, t.rebuildShared()
 	}
 	t.drain()
+	if len(t.grantsDue) > 0 {
+		t.sendGrantsDue() // write.go
+	}
 	cq, own := t.cq, (*rcConn)(nil)
 	if t.connect.IsValid() {
 		if t.cur == nil {

@@ -43,6 +43,7 @@ package ib
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/ibgo/ibgo/aeron/driver"
 	"github.com/ibgo/ibgo/aeron/logbuffer"
@@ -63,6 +64,8 @@ const (
 	rcGrantLen   = 48
 	rcAskLen     = 16
 	grantDenied  = 1
+	// askAgainNs is how often a publication asks for a grant it lacks
+	askAgainNs = int64(100 * time.Millisecond)
 	// wSlots is how many granted images one connection can carry (the
 	// immediate's top 8 bits).
 	wSlots = 256
@@ -85,6 +88,8 @@ type wImage struct {
 	conn *rcConn
 	mr   *uverbs.MR
 	slot int
+	// deniedTo is the connection a denial waits to be sent to (grantsDue)
+	deniedTo *rcConn
 }
 
 func (w *wImage) term(pos int64) (term []byte, off int) {
@@ -215,6 +220,20 @@ func (t *rcTransport) ungrantAll(c *rcConn) {
 	}
 }
 
+// sendGrantsDue sends the grants a full send queue held back, as long as
+// their image still holds the connection they were for. Agent.
+func (t *rcTransport) sendGrantsDue() {
+	due := t.grantsDue
+	t.grantsDue = nil
+	for _, w := range due {
+		if c := w.conn; c != nil && !c.closing.Load() {
+			t.sendGrant(c, w, false)
+		} else if w.deniedTo != nil && !w.deniedTo.closing.Load() {
+			t.sendGrant(w.deniedTo, w, true)
+		}
+	}
+}
+
 func (t *rcTransport) sendGrant(c *rcConn, w *wImage, denied bool) {
 	b := t.ctlMsg[:rcGrantLen]
 	clear(b)
@@ -234,8 +253,16 @@ func (t *rcTransport) sendGrant(c *rcConn, w *wImage, denied bool) {
 	le.PutUint32(b[20:], uint32(w.g.TermLength))
 	le.PutUint64(b[24:], uint64(w.next))
 	t.ctlBatch[0] = b
-	_, _ = t.Send(c.addr, t.ctlBatch[:])
+	n, _ := t.Send(c.addr, t.ctlBatch[:])
 	t.ctlBatch[0] = nil
+	w.deniedTo = nil
+	if n == 0 && !c.closing.Load() {
+		// the connection's send queue is full: the next Recv sends it
+		if denied {
+			w.deniedTo = c
+		}
+		t.grantsDue = append(t.grantsDue, w)
+	}
 }
 
 // onAsk answers a publication asking again on a new connection.
@@ -411,8 +438,11 @@ func (t *rcTransport) classify(c *rcConn, d []byte) (wKind, *wGrant, int64, int6
 	k := sessionKey(int32(le.Uint32(d[12:])), int32(le.Uint32(d[16:])))
 	g := c.grants[k]
 	if g == nil {
-		if !c.asked[k] {
-			c.asked[k] = true
+		// ask on this connection, and again every askAgainNs while no
+		// grant comes (a grant the subscription could not send, an image
+		// it did not have yet); the clock is read only on this path
+		if now := time.Now().UnixNano(); now-c.asked[k] >= askAgainNs {
+			c.asked[k] = now
 			c.askFor = append(c.askFor, k)
 		}
 		return wDrop, nil, 0, 0
@@ -646,11 +676,12 @@ func (t *rcTransport) rewriteChunk(g *wGrant, d []byte, pos int64) []byte {
 	idx := int((g.next >> g.shift) % logbuffer.PartitionCount)
 	term := log[idx*tl : (idx+1)*tl]
 	start := int(g.next & int64(tl-1))
+	termID := g.initialTermID + int32(g.next>>g.shift)
 	o := start
 	for o < tl && g.next+int64(o-start) < pos {
 		fl := int(shm.LoadInt32(term, o))
-		if fl < protocol.DataHeaderLength {
-			break
+		if fl < protocol.DataHeaderLength || int32(binary.LittleEndian.Uint32(term[o+20:])) != termID {
+			break // not this term's frame (the log moved on): the receiver's NAK asks
 		}
 		if protocol.FrameType(binary.LittleEndian.Uint16(term[o+6:])) == protocol.TypePad {
 			if o == start {
