@@ -85,9 +85,11 @@ bench-write-vm:
 ## bench-ib-vm: in the soft-RoCE VM, 256-byte Aeron throughput and ping-pong over aeron:ib UD, aeron:udp and
 ## aeron:ib RC (same MTU and window, same run), ratios to aeron:udp; BENCH_ROUNDS=3 BENCH_MESSAGES=200000
 ## BENCH_PINGS=2000 BENCH_MTU=4096 BENCH_WINDOW=2m BENCH_IB_CHANNELS='NAME:MEDIA:|extra ...';
-## BENCH_TOPO=two runs it across two guests (bench-ib-two.sh: node 2 subscribes and pongs)
+## BENCH_TOPO=two runs it across two guests (bench-ib-two.sh: node 2 subscribes and pongs, and reports its driver's CPU
+## per message); BENCH_DRIVER_ENV='AERON_...' sets the drivers' settings
 bench-ib-vm:
 	$(VM) run -kernel $(KERNEL) $(if $(filter two,$(BENCH_TOPO)),-topo two) -env BENCH_ROUNDS=$(or $(BENCH_ROUNDS),3) $(if $(BENCH_MESSAGES),-env BENCH_MESSAGES=$(BENCH_MESSAGES)) \
 		$(if $(BENCH_PINGS),-env BENCH_PINGS=$(BENCH_PINGS)) $(if $(BENCH_MTU),-env BENCH_MTU=$(BENCH_MTU)) \
 		$(if $(BENCH_WINDOW),-env BENCH_WINDOW=$(BENCH_WINDOW)) $(if $(BENCH_IB_CHANNELS),-env 'BENCH_IB_CHANNELS=$(BENCH_IB_CHANNELS)') \
+		$(if $(BENCH_DRIVER_ENV),-env 'BENCH_DRIVER_ENV=$(BENCH_DRIVER_ENV)') \
 		-script hwtest/vm/$(if $(filter two,$(BENCH_TOPO)),bench-ib-two.sh,bench-ib-vm.sh)

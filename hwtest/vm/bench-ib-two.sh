@@ -17,6 +17,10 @@ PINGS=${BENCH_PINGS:-2000}
 MTU=${BENCH_MTU:-4096}
 WND=${BENCH_WINDOW:-2m}
 CHANNELS=${BENCH_IB_CHANNELS:-"ib-ud:ib: udp:udp: ib-rc:ib:|ib-qp=rc"}
+# BENCH_DRIVER_ENV: AERON_* settings of both drivers (e.g. SHARED threading
+# and a sleeping idle strategy, so that node 2's driver CPU per message,
+# which its lines report, is its work rather than its spinning)
+DRIVER_ENV=${BENCH_DRIVER_ENV:-}
 cp "$(command -v ibgo)" /tmp/ibgo
 IBGO=/tmp/ibgo
 node=${IBGO_VM_NODE:?the guest init exports IBGO_VM_NODE}
@@ -54,14 +58,19 @@ one() {
 	qc="aeron:$media?endpoint=$pub_ip:$((port + 2))$opts"
 	dir=/dev/shm/bench-ib-$name-$port
 	rm -rf "$dir"
-	$IBGO driver --dir "$dir" --dir-delete-on-shutdown >"$WORK/driver.log" 2>&1 &
+	env $DRIVER_ENV $IBGO driver --dir "$dir" --dir-delete-on-shutdown >"$WORK/driver.log" 2>&1 &
 	drv=$!
 	i=0
 	while [ ! -e "$dir/cnc.dat" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 	sleep 0.5
 	if [ "$node" = 2 ]; then
 		rc=0
+		c0=$(awk '{print $14, $15}' /proc/$drv/stat) g0=$(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat)
 		$IBGO aeron sub --dir "$dir" --channel "$c" -n "$MESSAGES" --timeout 5m >"$WORK/sub.log" 2>&1 || rc=$?
+		c1=$(awk '{print $14, $15}' /proc/$drv/stat) g1=$(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat)
+		# clock ticks are USER_HZ (100 a second) on every Linux
+		cpu=$(echo "$c0 $c1 $g0 $g1" | awk -v n="$MESSAGES" '{printf "driver %.0f ns/msg (user %.0f, system %.0f), guest %.0f ns/msg",
+			($3 + $4 - $1 - $2) * 1e7 / n, ($3 - $1) * 1e7 / n, ($4 - $2) * 1e7 / n, ($6 - $5) * 1e7 / n}')
 		if [ $rc -ne 0 ]; then
 			echo "== node 2 $name: sub rc=$rc: $(tail -n 1 "$WORK/sub.log")"
 			stop $drv
@@ -71,7 +80,7 @@ one() {
 		$IBGO aeron pong --dir "$dir" --channel "$pc" --pong-channel "$qc" -n $((PINGS + PINGS / 4)) >"$WORK/pong.log" 2>&1 ||
 			echo "== node 2 $name: pong failed: $(tail -n 1 "$WORK/pong.log")"
 		errs=$($IBGO aeron errors --dir "$dir" 2>/dev/null | sed -n 's/^\([0-9]*\) distinct errors observed.*/\1/p')
-		echo "  node 2 $name: $(tail -n 1 "$WORK/sub.log"); errors ${errs:-nan}"
+		echo "  node 2 $name: $(tail -n 1 "$WORK/sub.log"); $cpu over the stream; errors ${errs:-nan}"
 		[ "${errs:-0}" = 0 ] || $IBGO aeron errors --dir "$dir"
 		stop $drv
 		return 0
