@@ -466,7 +466,7 @@ func (t *rcTransport) sendWrite(c *rcConn, datagrams [][]byte) (int, error) {
 	lastK, lastTerm := -1, int64(0)
 	var lastG *wGrant
 	post := func() bool {
-		lastK = -1
+		lastK, lastG = -1, nil
 		if k == 0 {
 			return true
 		}
@@ -570,7 +570,7 @@ func (t *rcTransport) sendWrite(c *rcConn, datagrams [][]byte) (int, error) {
 			if pos < g.next {
 				d, pos = d[g.next-pos:], g.next // a retransmit reaching past what was written
 			}
-			if lastK == k-1 && lastG == g && pos>>g.shift == lastTerm && t.extendWrite(c, lastK, d) {
+			if lastK >= 0 && lastK == k-1 && lastG == g && pos>>g.shift == lastTerm && t.extendWrite(c, lastK, d) {
 				g.next = pos + span(d)
 				t.m.RC.WriteBytes.Add(int64(len(d)))
 				t.m.RC.Joined.Add(1)
@@ -619,6 +619,9 @@ func (t *rcTransport) prepareWrite(c *rcConn, k int, g *wGrant, d []byte, pos in
 // False when j reads a bounce slot or inline data, d is elsewhere, or the
 // log's in-flight bound would be passed.
 func (t *rcTransport) extendWrite(c *rcConn, j int, d []byte) bool {
+	if j < 0 || j >= len(c.swr) {
+		return false
+	}
 	wr := &c.swr[j]
 	if wr.Opcode != uverbs.WRRDMAWriteWithImm || wr.InlineData != nil || len(wr.SGL) != 1 {
 		return false
