@@ -99,18 +99,26 @@ func (w *wImage) term(pos int64) (term []byte, off int) {
 }
 
 // frontier is the first position at or after from whose frame length is
-// zero: where a subscriber reading the image stops.
+// zero (or whose frame is of an older term): where a subscriber reading
+// the image stops.
 func (w *wImage) frontier(from int64, limit int) int64 {
 	pos := from
 	for pos-from < int64(limit) {
 		term, off := w.term(pos)
 		fl := shm.LoadInt32(term, off)
-		if fl <= 0 {
+		if fl <= 0 || int32(binary.LittleEndian.Uint32(term[off+20:])) != w.g.InitialTermID+int32(pos>>w.shift) {
 			break
 		}
 		pos += int64(protocol.Align(int(fl), logbuffer.FrameAlignment))
 	}
 	return pos
+}
+
+// ahead is how far past the frontier a publication may have written: its
+// window, at most half a term (Aeron's bound on a receiver window), so
+// clearing it never reaches a term a subscriber may still read.
+func (t *rcTransport) ahead(w *wImage) int {
+	return min(t.window, int(w.g.TermLength)/2)
 }
 
 // zeroAhead clears n bytes of the terms from pos on (across a term's end):
@@ -167,8 +175,8 @@ func (t *rcTransport) grantTo(c *rcConn, w *wImage) {
 	// From the image's frontier: whatever lies beyond it (frames copied
 	// in past a gap before this grant, a write cut short) is cleared, so
 	// that the only frames ahead of a subscriber are written from here on.
-	w.next = w.frontier(w.next, t.window)
-	w.zeroAhead(w.next, t.window)
+	w.next = w.frontier(w.next, t.ahead(w))
+	w.zeroAhead(w.next, t.ahead(w))
 	slot := -1
 	for i, x := range c.wslots {
 		if x == nil {
@@ -207,7 +215,7 @@ func (t *rcTransport) ungrant(w *wImage, zero bool) {
 	w.conn, w.slot = nil, -1
 	t.m.RC.GrantsRevoked.Add(1)
 	if zero {
-		w.zeroAhead(w.next, t.window)
+		w.zeroAhead(w.next, t.ahead(w))
 	}
 }
 

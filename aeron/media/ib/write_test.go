@@ -105,7 +105,7 @@ func TestPlaced(t *testing.T) {
 }
 
 // TestWriteFrontierAndZero: a grant starts at the first zero length word
-// from the image's position, and clearing the window ahead of it crosses
+// (or stale frame) from the image's position, and clearing the window ahead of it crosses
 // the term's end.
 func TestWriteFrontierAndZero(t *testing.T) {
 	const tl = 64 << 10
@@ -113,7 +113,8 @@ func TestWriteFrontierAndZero(t *testing.T) {
 	term := w.g.Terms[:tl]
 	place(term, 0, protocol.TypeData, 64, 7, 1001, 10, true)
 	place(term, 64, protocol.TypeData, 40, 7, 1001, 10, true)
-	require.Equal(t, int64(128), w.frontier(0, tl/2))
+	place(term, 128, protocol.TypeData, 64, 7, 1001, 7, true) // a frame of the term used three terms ago
+	require.Equal(t, int64(128), w.frontier(0, tl/2), "the frontier stops at a zero length or an older term's frame")
 	for i := range w.g.Terms {
 		w.g.Terms[i] = 0xff
 	}
