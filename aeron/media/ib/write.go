@@ -128,8 +128,10 @@ func (w *wImage) zeroAhead(pos int64, n int) {
 	for n > 0 {
 		term, off := w.term(pos)
 		k := min(n, len(term)-off)
-		clear(term[off+4 : off+k])
-		shm.StoreInt32(term, off, 0)
+		shm.StoreInt32(term, off, 0) // pos is a frame's start: 4-byte aligned
+		if k > 4 {
+			clear(term[off+4 : off+k])
+		}
 		pos += int64(k)
 		n -= k
 	}

@@ -124,6 +124,9 @@ func TestWriteFrontierAndZero(t *testing.T) {
 		require.Zero(t, w.g.Terms[i], "offset %d", i)
 	}
 	require.Equal(t, byte(0xff), w.g.Terms[tl+768])
+	w.zeroAhead(2*tl-32, 35) // a window that ends 3 bytes into the next term
+	require.Zero(t, binary.LittleEndian.Uint32(w.g.Terms[2*tl:]))
+	require.Equal(t, byte(0xff), w.g.Terms[2*tl+4])
 }
 
 // TestSpan: how far a datagram reaches: its frames aligned, and to the end
