@@ -98,7 +98,9 @@ type RCStats struct {
 	// connection had delivered).
 	// Joined counts datagrams that joined the write before them (one
 	// immediate for several datagrams of a sender's duty).
-	Writes, WriteBytes, Rewritten, WriteSkipped, Joined atomic.Int64
+	// LongPadding counts padding frames longer than 2 MiB short of the
+	// term's end (an unblocked claim), written with their length word.
+	Writes, WriteBytes, Rewritten, WriteSkipped, Joined, LongPadding atomic.Int64
 	// Subscription side: Immediates counts write immediates taken,
 	// PlacedFrames and PlacedBytes what they announced (frames the
 	// driver did not copy); BadPlacements writes whose frame headers
@@ -353,7 +355,7 @@ type rcTransport struct {
 	ctlBatch [1][]byte
 	// grantsDue are grants (or denials) a full send queue held back:
 	// Recv sends them (write.go)
-	grantsDue []*wImage
+	grantsDue []grantDue
 
 	// agent state
 	cur    *rcConn // publication side

@@ -64,6 +64,9 @@ const (
 	rcGrantLen   = 48
 	rcAskLen     = 16
 	grantDenied  = 1
+	// padPlaced in an immediate's length says a padding frame was written
+	// with its length word (too long for 32-byte units in 16 bits)
+	padPlaced = 0xffff
 	// askAgainNs is how often a publication asks for a grant it lacks
 	askAgainNs = int64(100 * time.Millisecond)
 	// wSlots is how many granted images one connection can carry (the
@@ -88,8 +91,6 @@ type wImage struct {
 	conn *rcConn
 	mr   *uverbs.MR
 	slot int
-	// deniedTo is the connection a denial waits to be sent to (grantsDue)
-	deniedTo *rcConn
 }
 
 func (w *wImage) term(pos int64) (term []byte, off int) {
@@ -145,8 +146,8 @@ func (t *rcTransport) GrantImage(g driver.ImageGrant) (func(), bool) {
 	}
 	t.drain()
 	c := t.byAddr[g.From]
-	if c == nil || !c.write {
-		return nil, false
+	if c != nil && !c.write {
+		return nil, false // a publication that sends
 	}
 	w := &wImage{g: g, shift: logbuffer.PositionBitsToShift(g.TermLength), next: g.Position, slot: -1}
 	k := sessionKey(g.SessionID, g.StreamID)
@@ -154,7 +155,9 @@ func (t *rcTransport) GrantImage(g driver.ImageGrant) (func(), bool) {
 		t.ungrant(old, false)
 	}
 	t.wimgs[k] = w
-	t.grantTo(c, w)
+	if c != nil {
+		t.grantTo(c, w)
+	} // else its connection went already: the next one asks (onAsk)
 	return func() {
 		if w.conn != nil {
 			t.ungrant(w, false) // the image goes: nothing to clean
@@ -235,12 +238,14 @@ func (t *rcTransport) ungrantAll(c *rcConn) {
 func (t *rcTransport) sendGrantsDue() {
 	due := t.grantsDue
 	t.grantsDue = nil
-	for _, w := range due {
-		if c := w.conn; c != nil && !c.closing.Load() {
-			t.sendGrant(c, w, false)
-		} else if w.deniedTo != nil && !w.deniedTo.closing.Load() {
-			t.sendGrant(w.deniedTo, w, true)
-		}
+	for _, d := range due {
+		switch w := d.w; {
+		case d.c.closing.Load():
+		case w.conn == d.c:
+			t.sendGrant(d.c, w, false)
+		case d.denied && w.conn == nil:
+			t.sendGrant(d.c, w, true)
+		} // else granted elsewhere since: not sent twice
 	}
 }
 
@@ -265,14 +270,18 @@ func (t *rcTransport) sendGrant(c *rcConn, w *wImage, denied bool) {
 	t.ctlBatch[0] = b
 	n, _ := t.Send(c.addr, t.ctlBatch[:])
 	t.ctlBatch[0] = nil
-	w.deniedTo = nil
 	if n == 0 && !c.closing.Load() {
 		// the connection's send queue is full: the next Recv sends it
-		if denied {
-			w.deniedTo = c
-		}
-		t.grantsDue = append(t.grantsDue, w)
+		t.grantsDue = append(t.grantsDue, grantDue{w: w, c: c, denied: denied})
 	}
+}
+
+// grantDue is a grant (or denial) for connection c a full send queue held
+// back.
+type grantDue struct {
+	w      *wImage
+	c      *rcConn
+	denied bool
 }
 
 // onAsk answers a publication asking again on a new connection.
@@ -282,8 +291,10 @@ func (t *rcTransport) onAsk(c *rcConn, b []byte) {
 	}
 	k := sessionKey(int32(binary.LittleEndian.Uint32(b[8:])), int32(binary.LittleEndian.Uint32(b[12:])))
 	w := t.wimgs[k]
-	if w == nil || w.conn == c {
-		return // no such image here (any more), or granted already
+	if w == nil || w.conn == c || c.addr.Addr() != w.g.From.Addr() {
+		// no such image here (any more), granted already, or asked by
+		// another host than the one its SETUP came from
+		return
 	}
 	// from the image's position: rcv-pos, or further where frames are
 	// already in place beyond it
@@ -324,46 +335,49 @@ func (t *rcTransport) placed(c *rcConn, imm uint32) ([]byte, error) {
 		return nil, bad(err.Error(), off)
 	}
 	frames := 1
-	var buf []byte
-	switch typ {
-	case protocol.TypePad:
-		if first == 0 {
+	placedLength := false
+	if typ == protocol.TypePad {
+		// a padding frame's length travels in 32-byte units, 0 to the
+		// term's end, padPlaced: written with the frame (prepareWrite)
+		switch first {
+		case 0:
 			first = tl - off
+		case padPlaced:
+			first, placedLength = int(shm.LoadInt32(term, off)), true
+		default:
+			first *= logbuffer.FrameAlignment
 		}
-		if first < protocol.DataHeaderLength || off+first > tl {
-			return nil, bad(fmt.Sprintf("a padding frame of %d bytes", first), off)
-		}
-		buf = term[off : off+protocol.DataHeaderLength]
-		w.next = pos + int64(protocol.Align(first, logbuffer.FrameAlignment))
-	default:
-		if first < protocol.DataHeaderLength || off+first > tl {
-			return nil, bad(fmt.Sprintf("a frame of %d bytes", first), off)
-		}
-		end := off + protocol.Align(first, logbuffer.FrameAlignment)
-		// the batch's other frames were placed with their lengths (the
-		// datagrams of one of the sender's duties may be one write); the
-		// next batch's first length is still zero
-		for end < tl && end-off < max(t.window, t.mtu) {
-			fl := int(shm.LoadInt32(term, end))
-			if fl == 0 {
-				break
-			}
-			typ, err := w.checkHeader(term, end, termID)
-			if err != nil {
-				return nil, bad(err.Error(), end)
-			}
-			if fl < protocol.DataHeaderLength || end+fl > tl {
-				return nil, bad(fmt.Sprintf("a frame of %d bytes", fl), end)
-			}
-			end += protocol.Align(fl, logbuffer.FrameAlignment)
-			frames++
-			if typ == protocol.TypePad {
-				break
-			}
-		}
-		buf = term[off:end]
-		w.next = pos + int64(end-off)
 	}
+	if first < protocol.DataHeaderLength || off+first > tl {
+		return nil, bad(fmt.Sprintf("a frame of %d bytes", first), off)
+	}
+	end := off + protocol.Align(first, logbuffer.FrameAlignment)
+	// the write's other frames were placed with their lengths (the
+	// datagrams of one of the sender's duties may be one write; a 32-byte
+	// padding frame, an aborted claim, may sit among them); the next
+	// write's first length is still zero
+	for end < tl && end-off < max(t.window, t.mtu) {
+		fl := int(shm.LoadInt32(term, end))
+		if fl == 0 {
+			break
+		}
+		if _, err := w.checkHeader(term, end, termID); err != nil {
+			return nil, bad(err.Error(), end)
+		}
+		if fl < protocol.DataHeaderLength || end+fl > tl {
+			return nil, bad(fmt.Sprintf("a frame of %d bytes", fl), end)
+		}
+		end += protocol.Align(fl, logbuffer.FrameAlignment)
+		frames++
+	}
+	if placedLength && end != off+protocol.Align(first, logbuffer.FrameAlignment) {
+		return nil, bad("a padding frame written whole with frames after it", off)
+	}
+	buf := term[off:end]
+	if typ == protocol.TypePad && frames == 1 {
+		buf = term[off : off+protocol.DataHeaderLength] // as a padding frame travels alone
+	}
+	w.next = pos + int64(end-off)
 	// last: the frames become readable
 	shm.StoreInt32(term, off, int32(first))
 	t.m.RC.Immediates.Add(1)
@@ -609,14 +623,36 @@ func (t *rcTransport) prepareWrite(c *rcConn, k int, g *wGrant, d []byte, pos in
 	idx, off := (pos>>g.shift)%logbuffer.PartitionCount, pos&(tl-1)
 	termID := g.initialTermID + int32(pos>>g.shift)
 	first := le.Uint32(d)
-	if first > 0xffff {
-		first = 0 // a padding frame to the term's end
+	whole := false
+	if protocol.FrameType(le.Uint16(d[6:])) == protocol.TypePad {
+		// in 32-byte units (padding is whole frames), 0 to the term's
+		// end: a padding frame of up to 2 MiB fits anywhere in a term
+		switch {
+		case int64(off)+int64(first) == tl:
+			first = 0
+		case first%logbuffer.FrameAlignment == 0 && first/logbuffer.FrameAlignment < padPlaced:
+			first /= logbuffer.FrameAlignment
+		case len(d) == protocol.DataHeaderLength:
+			// a padding frame alone and longer (an unblocked claim in a
+			// large term): written with its length word, which is safe to
+			// show early (in the zeroed window a frame whose length is all
+			// that is placed reads as padding, type 0), and announced as
+			// placed
+			first, whole = padPlaced, true
+			t.m.RC.LongPadding.Add(1)
+		default:
+			first = padPlaced // refused by the subscription: not expected from Aeron's scanner
+		}
+	}
+	skip := 4 // the first length word stays out
+	if whole {
+		skip = 0
 	}
 	slot := (c.head + k) % c.slotsN
 	wr := &c.swr[k]
 	*wr = uverbs.SendWR{WRID: rcSendWRID | uint64(c.key)<<16 | uint64(slot), Opcode: uverbs.WRRDMAWriteWithImm,
-		Imm: uint32(g.slot)<<24 | uint32(uint8(termID))<<16 | first, RemoteAddr: g.addr + uint64(idx*tl+off) + 4, RKey: g.rkey}
-	t.m.fillSend(wr, c.ssge[k:k+1], d[4:], slot, c.inline, &t.regions, &c.slots, c.mem.Bytes(), c.mr, c.sendBase+slot*t.mtu)
+		Imm: uint32(g.slot)<<24 | uint32(uint8(termID))<<16 | first, RemoteAddr: g.addr + uint64(idx*tl+off) + uint64(skip), RKey: g.rkey}
+	t.m.fillSend(wr, c.ssge[k:k+1], d[skip:], slot, c.inline, &t.regions, &c.slots, c.mem.Bytes(), c.mr, c.sendBase+slot*t.mtu)
 	g.next = pos + span(d)
 	t.m.RC.Writes.Add(1)
 	t.m.RC.WriteBytes.Add(int64(len(d)))
@@ -659,11 +695,13 @@ func span(d []byte) int64 {
 	o := 0
 	for o+protocol.DataHeaderLength <= len(d) {
 		fl := int(int32(binary.LittleEndian.Uint32(d[o:])))
-		if protocol.FrameType(binary.LittleEndian.Uint16(d[o+6:])) == protocol.TypePad {
-			return int64(o + protocol.Align(fl, logbuffer.FrameAlignment))
-		}
 		if fl <= 0 {
 			break
+		}
+		if protocol.FrameType(binary.LittleEndian.Uint16(d[o+6:])) == protocol.TypePad && o+protocol.DataHeaderLength >= len(d) {
+			// the last frame: its header travels, its length reaches on
+			// (a 32-byte one among data frames is whole in d)
+			return int64(o + protocol.Align(fl, logbuffer.FrameAlignment))
 		}
 		o += protocol.Align(fl, logbuffer.FrameAlignment)
 	}

@@ -66,9 +66,31 @@ func TestPlaced(t *testing.T) {
 	require.Equal(t, uint32(tl-(1<<15)), binary.LittleEndian.Uint32(term[1<<15:]))
 	require.Equal(t, int64(tl), w.next, "the next write lands at the next term")
 
-	// malformed writes into term 1
-	next := w.next
+	// term 1: a padding frame in 32-byte units, one written whole, and a
+	// 32-byte padding frame (an aborted claim) among data frames
 	t1 := w.g.Terms[tl : 2*tl]
+	place(t1, 0, protocol.TypePad, 0, 7, 1001, 11, false)
+	buf, err = tr.placed(c, imm(3, 11, 64/32))
+	require.NoError(t, err)
+	require.Len(t, buf, protocol.DataHeaderLength)
+	require.Equal(t, uint32(64), binary.LittleEndian.Uint32(t1))
+	require.Equal(t, int64(tl+64), w.next)
+	place(t1, 64, protocol.TypePad, 1024, 7, 1001, 11, true)
+	_, err = tr.placed(c, imm(3, 11, padPlaced))
+	require.NoError(t, err)
+	require.Equal(t, int64(tl+64+1024), w.next)
+	place(t1, 1088, protocol.TypeData, 100, 7, 1001, 11, false)
+	place(t1, 1216, protocol.TypePad, 32, 7, 1001, 11, true)
+	place(t1, 1248, protocol.TypeData, 40, 7, 1001, 11, true)
+	buf, err = tr.placed(c, imm(3, 11, 100))
+	require.NoError(t, err)
+	require.Len(t, buf, 1248+64-1088, "the frames after the 32-byte padding frame are the write's too")
+	require.Equal(t, int64(tl+1248+64), w.next)
+
+	// malformed writes into term 2
+	w.next = 2 * tl
+	next := w.next
+	t1 = w.g.Terms[2*tl : 3*tl]
 	for name, tc := range map[string]struct {
 		slot  int
 		id    int32
@@ -76,18 +98,18 @@ func TestPlaced(t *testing.T) {
 		setup func()
 		want  string
 	}{
-		"slot not granted":  {slot: 9, id: 11, first: 64, want: "image slot 9"},
-		"wrong term id imm": {slot: 3, id: 12, first: 64, want: "immediate names term id"},
-		"wrong session":     {slot: 3, id: 11, first: 64, setup: func() { place(t1, 0, protocol.TypeData, 64, 8, 1001, 11, false) }, want: "session 8 stream 1001"},
-		"wrong offset": {slot: 3, id: 11, first: 64, setup: func() {
-			place(t1, 0, protocol.TypeData, 64, 7, 1001, 11, false)
+		"slot not granted":  {slot: 9, id: 12, first: 64, want: "image slot 9"},
+		"wrong term id imm": {slot: 3, id: 13, first: 64, want: "immediate names term id"},
+		"wrong session":     {slot: 3, id: 12, first: 64, setup: func() { place(t1, 0, protocol.TypeData, 64, 8, 1001, 12, false) }, want: "session 8 stream 1001"},
+		"wrong offset": {slot: 3, id: 12, first: 64, setup: func() {
+			place(t1, 0, protocol.TypeData, 64, 7, 1001, 12, false)
 			binary.LittleEndian.PutUint32(t1[8:], 4096)
 		}, want: "term offset 4096"},
-		"wrong type":      {slot: 3, id: 11, first: 64, setup: func() { place(t1, 0, protocol.TypeSetup, 64, 7, 1001, 11, false) }, want: "frame type 5"},
-		"frame too short": {slot: 3, id: 11, first: 16, setup: func() { place(t1, 0, protocol.TypeData, 16, 7, 1001, 11, false) }, want: "a frame of 16 bytes"},
-		"second frame bad": {slot: 3, id: 11, first: 64, setup: func() {
-			place(t1, 0, protocol.TypeData, 64, 7, 1001, 11, false)
-			place(t1, 64, protocol.TypeData, 1<<20, 7, 1001, 11, true)
+		"wrong type":      {slot: 3, id: 12, first: 64, setup: func() { place(t1, 0, protocol.TypeSetup, 64, 7, 1001, 12, false) }, want: "frame type 5"},
+		"frame too short": {slot: 3, id: 12, first: 16, setup: func() { place(t1, 0, protocol.TypeData, 16, 7, 1001, 12, false) }, want: "a frame of 16 bytes"},
+		"second frame bad": {slot: 3, id: 12, first: 64, setup: func() {
+			place(t1, 0, protocol.TypeData, 64, 7, 1001, 12, false)
+			place(t1, 64, protocol.TypeData, 1<<20, 7, 1001, 12, true)
 		}, want: "at offset 64"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -141,4 +163,9 @@ func TestSpan(t *testing.T) {
 	place(p, 224, protocol.TypePad, 4000, 7, 1, 10, true)
 	require.Equal(t, int64(224+4000), span(p))
 	require.Equal(t, int64(4000), span(p[224:]))
+	q := make([]byte, 320) // a data frame, a 32-byte padding frame, a data frame
+	place(q, 0, protocol.TypeData, 200, 7, 1, 10, true)
+	place(q, 224, protocol.TypePad, 32, 7, 1, 10, true)
+	place(q, 256, protocol.TypeData, 60, 7, 1, 10, true)
+	require.Equal(t, int64(320), span(q))
 }
