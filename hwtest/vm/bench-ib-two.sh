@@ -11,6 +11,7 @@
 # one-guest numbers. The subscriber checks that every message arrives once
 # and in order; both drivers' error logs are read after each step.
 set -u
+. /ibgo/lib.sh # stop, dur2us, medianof
 ROUNDS=${BENCH_ROUNDS:-3}
 MESSAGES=${BENCH_MESSAGES:-200000}
 PINGS=${BENCH_PINGS:-2000}
@@ -29,24 +30,8 @@ if [ "$node" = 1 ]; then sub_ip=$peer pub_ip=$ip; else sub_ip=$ip pub_ip=$peer; 
 port=23000
 WORK=$(mktemp -d /tmp/bench-ib.XXXXXX)
 
-stop() {
-	kill -INT "$1" 2>/dev/null
-	i=0
-	while kill -0 "$1" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-	kill -KILL "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-}
 
-dur2us() {
-	awk -v d="$1" 'BEGIN {
-		if (d ~ /ns$/) { sub(/ns$/, "", d); printf "%.1f", d / 1000 }
-		else if (d ~ /(µs|us)$/) { sub(/(µs|us)$/, "", d); printf "%.1f", d }
-		else if (d ~ /ms$/) { sub(/ms$/, "", d); printf "%.1f", d * 1000 }
-		else if (d ~ /s$/) { sub(/s$/, "", d); printf "%.1f", d * 1000000 }
-		else printf "nan" }'
-}
 
-median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "nan"}'; }
 now() { date +%s.%N; }
 
 one() {
@@ -129,7 +114,7 @@ done
 
 col() { awk -v c="$2" '{printf " %s", $c}' "$WORK/$1" 2>/dev/null; }
 base=${BENCH_BASE:-udp}
-bt=$(col "$base" 1 | median) bl=$(col "$base" 2 | median)
+bt=$(col "$base" 1 | medianof) bl=$(col "$base" 2 | medianof)
 printf '%-8s %-14s %-10s %-12s %-12s %-10s %s\n' channel "M msg/s" "vs $base" "RTT p50 µs" "vs $base" "RTT p99 µs" "errors (node 1, per round)"
 for ch in $CHANNELS; do
 	name=${ch%%:*}
@@ -137,7 +122,7 @@ for ch in $CHANNELS; do
 		printf '%-8s not supported: %s\n' "$name" "$(cat "$WORK/$name.unsupported")"
 		continue
 	fi
-	t=$(col "$name" 1 | median) l=$(col "$name" 2 | median) p=$(col "$name" 3 | median)
+	t=$(col "$name" 1 | medianof) l=$(col "$name" 2 | medianof) p=$(col "$name" 3 | medianof)
 	printf '%-8s %-14s %-10s %-12s %-12s %-10s %s\n' "$name" "$t" \
 		"$(awk -v a="$t" -v b="$bt" 'BEGIN {if (b > 0 && a == a + 0) printf "%.2f", a / b; else print "-"}')" "$l" \
 		"$(awk -v a="$l" -v b="$bl" 'BEGIN {if (b > 0 && a == a + 0) printf "%.2f", a / b; else print "-"}')" "$p" "$(col "$name" 4)"

@@ -21,6 +21,7 @@
 # The ratio tells what ibgo's verbs path costs against its socket path on
 # the same CPU, not what an HCA gives (docs/hardware.md for that).
 set -u
+. /ibgo/lib.sh # stop, dur2us, medianof
 ROUNDS=${BENCH_ROUNDS:-3}
 MESSAGES=${BENCH_MESSAGES:-200000}
 PINGS=${BENCH_PINGS:-2000}
@@ -33,25 +34,8 @@ ip=${IBGO_VM_IP:?the guest init exports IBGO_VM_IP}
 port=23000
 WORK=$(mktemp -d /tmp/bench-ib.XXXXXX)
 
-stop() { # SIGINT, 5 s, SIGKILL
-	kill -INT "$1" 2>/dev/null
-	i=0
-	while kill -0 "$1" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-	kill -KILL "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-}
 
-# dur2us: Go durations (570ns, 13.5µs, 2.3ms, 1.2s) to microseconds
-dur2us() {
-	awk -v d="$1" 'BEGIN {
-		if (d ~ /ns$/) { sub(/ns$/, "", d); printf "%.1f", d / 1000 }
-		else if (d ~ /(µs|us)$/) { sub(/(µs|us)$/, "", d); printf "%.1f", d }
-		else if (d ~ /ms$/) { sub(/ms$/, "", d); printf "%.1f", d * 1000 }
-		else if (d ~ /s$/) { sub(/s$/, "", d); printf "%.1f", d * 1000000 }
-		else printf "nan" }'
-}
 
-median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "nan"}'; }
 
 # one NAME MEDIA EXTRA: one round of one channel; appends "tput p50 p99 errors"
 # to $WORK/NAME, or writes $WORK/NAME.unsupported
@@ -114,7 +98,7 @@ done
 
 col() { awk -v c="$2" '{printf " %s", $c}' "$WORK/$1" 2>/dev/null; }
 base=${BENCH_BASE:-udp}
-bt=$(col "$base" 1 | median) bl=$(col "$base" 2 | median)
+bt=$(col "$base" 1 | medianof) bl=$(col "$base" 2 | medianof)
 printf '%-8s %-14s %-10s %-12s %-12s %-10s %s\n' channel "M msg/s" "vs $base" "RTT p50 µs" "vs $base" "RTT p99 µs" "errors (per round)"
 for ch in $CHANNELS; do
 	name=${ch%%:*}
@@ -122,7 +106,7 @@ for ch in $CHANNELS; do
 		printf '%-8s not supported: %s\n' "$name" "$(cat "$WORK/$name.unsupported")"
 		continue
 	fi
-	t=$(col "$name" 1 | median) l=$(col "$name" 2 | median) p=$(col "$name" 3 | median)
+	t=$(col "$name" 1 | medianof) l=$(col "$name" 2 | medianof) p=$(col "$name" 3 | medianof)
 	printf '%-8s %-14s %-10s %-12s %-12s %-10s %s\n' "$name" "$t" \
 		"$(awk -v a="$t" -v b="$bt" 'BEGIN {if (b > 0 && a == a + 0) printf "%.2f", a / b; else print "-"}')" "$l" \
 		"$(awk -v a="$l" -v b="$bl" 'BEGIN {if (b > 0 && a == a + 0) printf "%.2f", a / b; else print "-"}')" "$p" "$(col "$name" 4)"

@@ -12,6 +12,7 @@
 # CPU per message (/proc/stat: on soft-RoCE the kernel does the placing),
 # and RTT p50/p99.
 set -u
+. /ibgo/lib.sh # stop, dur2us, medianof
 ROUNDS=${BENCH_ROUNDS:-3}
 MESSAGES=${BENCH_MESSAGES:-5000000}
 PINGS=${BENCH_PINGS:-5000}
@@ -29,24 +30,8 @@ port=23500
 WORK=$(mktemp -d /tmp/bench-write.XXXXXX)
 TCK=100 # USER_HZ: the unit of /proc/stat and /proc/<pid>/stat on every Linux
 
-stop() { # SIGINT, 5 s, SIGKILL
-	kill -INT "$1" 2>/dev/null
-	i=0
-	while kill -0 "$1" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-	kill -KILL "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
-}
 
-dur2us() {
-	awk -v d="$1" 'BEGIN {
-		if (d ~ /ns$/) { sub(/ns$/, "", d); printf "%.1f", d / 1000 }
-		else if (d ~ /(µs|us)$/) { sub(/(µs|us)$/, "", d); printf "%.1f", d }
-		else if (d ~ /ms$/) { sub(/ms$/, "", d); printf "%.1f", d * 1000 }
-		else if (d ~ /s$/) { sub(/s$/, "", d); printf "%.1f", d * 1000000 }
-		else printf "nan" }'
-}
 
-median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "nan"}'; }
 
 # proc_cpu PID: utime + stime in clock ticks
 proc_cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -136,11 +121,11 @@ done
 
 col() { awk -v c="$2" '{printf " %s", $c}' "$WORK/$1" 2>/dev/null; }
 base=${BENCH_BASE:-send}
-bt=$(col "$base" 1 | median) bc=$(col "$base" 2 | median)
+bt=$(col "$base" 1 | medianof) bc=$(col "$base" 2 | medianof)
 printf '%-6s %-9s %-8s %-16s %-8s %-14s %-11s %-11s %s\n' channel "M msg/s" "vs $base" "rcv driver ns/msg" "vs $base" "guest ns/msg" "RTT p50 µs" "RTT p99 µs" "errors"
 for ch in $CHANNELS; do
 	name=${ch%%:*}
-	t=$(col "$name" 1 | median) rc=$(col "$name" 2 | median) g=$(col "$name" 3 | median) l=$(col "$name" 4 | median) p=$(col "$name" 5 | median)
+	t=$(col "$name" 1 | medianof) rc=$(col "$name" 2 | medianof) g=$(col "$name" 3 | medianof) l=$(col "$name" 4 | medianof) p=$(col "$name" 5 | medianof)
 	printf '%-6s %-9s %-8s %-16s %-8s %-14s %-11s %-11s %s\n' "$name" "$t" \
 		"$(awk -v a="$t" -v b="$bt" 'BEGIN {if (b > 0 && a == a + 0) printf "%.2f", a / b; else print "-"}')" "$rc" \
 		"$(awk -v a="$rc" -v b="$bc" 'BEGIN {if (b > 0 && a == a + 0) printf "%.2f", a / b; else print "-"}')" "$g" "$l" "$p" "$(col "$name" 6)"
