@@ -577,7 +577,7 @@ func (t *rcTransport) sendWrite(c *rcConn, datagrams [][]byte) (int, error) {
 					return sent, nil
 				}
 				p := g.next
-				t.prepareWrite(c, k, g, chunk, p)
+				t.prepareWrite(c, k, g, chunk, p, p+span(chunk))
 				k++
 				t.m.RC.Rewritten.Add(int64(len(chunk)))
 			}
@@ -594,16 +594,16 @@ func (t *rcTransport) sendWrite(c *rcConn, datagrams [][]byte) (int, error) {
 			if pos < g.next {
 				d, pos = d[g.next-pos:], g.next // a retransmit reaching past what was written
 			}
+			// end is still d's end when a retransmit was trimmed at its front
 			if lastK >= 0 && lastK == k-1 && lastG == g && pos>>g.shift == lastTerm && t.extendWrite(c, lastK, d) {
-				g.next = pos + span(d)
+				g.next = end
 				t.m.RC.WriteBytes.Add(int64(len(d)))
 				t.m.RC.Joined.Add(1)
 				break
 			}
-			t.prepareWrite(c, k, g, d, pos)
+			t.prepareWrite(c, k, g, d, pos, end)
 			lastK, lastG, lastTerm = k, g, pos>>g.shift
 			k++
-			_ = end
 		}
 		sent++
 	}
@@ -616,8 +616,8 @@ func (t *rcTransport) sendWrite(c *rcConn, datagrams [][]byte) (int, error) {
 // prepareWrite fills work request k of c's next list with an RDMA WRITE
 // WITH IMMEDIATE of d (whole frames from a log, or a padding header) to
 // pos in the granted image, its first length word left out, and moves
-// g.next past it.
-func (t *rcTransport) prepareWrite(c *rcConn, k int, g *wGrant, d []byte, pos int64) {
+// g.next to end (where d reaches: span).
+func (t *rcTransport) prepareWrite(c *rcConn, k int, g *wGrant, d []byte, pos, end int64) {
 	le := binary.LittleEndian
 	tl := int64(g.termLength)
 	idx, off := (pos>>g.shift)%logbuffer.PartitionCount, pos&(tl-1)
@@ -653,7 +653,7 @@ func (t *rcTransport) prepareWrite(c *rcConn, k int, g *wGrant, d []byte, pos in
 	*wr = uverbs.SendWR{WRID: rcSendWRID | uint64(c.key)<<16 | uint64(slot), Opcode: uverbs.WRRDMAWriteWithImm,
 		Imm: uint32(g.slot)<<24 | uint32(uint8(termID))<<16 | first, RemoteAddr: g.addr + uint64(idx*tl+off) + uint64(skip), RKey: g.rkey}
 	t.m.fillSend(wr, c.ssge[k:k+1], d[skip:], slot, c.inline, &t.regions, &c.slots, c.mem.Bytes(), c.mr, c.sendBase+slot*t.mtu)
-	g.next = pos + span(d)
+	g.next = end
 	t.m.RC.Writes.Add(1)
 	t.m.RC.WriteBytes.Add(int64(len(d)))
 }
