@@ -240,6 +240,7 @@ type rcConn struct {
 	inline            int                      // the QP's max inline data
 	slots             slotRegs                 // which registered log each send slot reads (regmem.go)
 	closing           atomic.Bool              // the first to set it reports the loss
+	parkedAt          int64                    // when drop parked it (ns; rcTransport.parked)
 	swr               [postBatch]uverbs.SendWR // preallocated: posting allocates nothing
 	ssge              [postBatch]uverbs.SGE
 	rwr               [1]uverbs.RecvWR
@@ -379,16 +380,31 @@ type rcTransport struct {
 	parked []*rcConn
 }
 
+// LossGrace is how long a lost RC connection waits before it is
+// disconnected and before its publication dials again. A link going down
+// fails sends (and so loses connections) before the port reads down, and
+// a CM exchange started while a soft-RoCE port is down leaves the port's
+// QP1 unable to send until reboot (docs/aeron.md, "Link outages"); after
+// LossGrace the port's state is settled and fabricDown holds the exchange.
+var LossGrace = 250 * time.Millisecond
+
 // releaseParked disconnects and frees the connections parked while a port
 // was down, now that none is (or at Close). Agent.
 func (t *rcTransport) releaseParked(force bool) {
 	if len(t.parked) == 0 || (!force && t.m.fabricDown()) {
 		return
 	}
+	now := time.Now().UnixNano()
+	keep := t.parked[:0]
 	for _, c := range t.parked {
+		if !force && now-c.parkedAt < int64(LossGrace) {
+			keep = append(keep, c)
+			continue
+		}
 		c.release()
 	}
-	t.parked = t.parked[:0]
+	clear(t.parked[len(keep):])
+	t.parked = keep
 }
 
 const rcSendWRID = 1 << 62
@@ -822,6 +838,7 @@ func (t *rcTransport) dial(ctx context.Context) (*rcConn, error) {
 func (t *rcTransport) dialLoop() {
 	defer t.wg.Done()
 	ctx := t.ctx
+	first := true
 	for {
 		select {
 		case <-t.done:
@@ -829,6 +846,10 @@ func (t *rcTransport) dialLoop() {
 		case <-t.redial:
 		}
 		var b backoff
+		if !first {
+			b.d = LossGrace // a connection was lost: see LossGrace
+		}
+		first = false
 		for {
 			select {
 			case <-t.done:
@@ -1049,8 +1070,11 @@ func (t *rcTransport) drop(c *rcConn) {
 	}
 	// The shared CQ may still hold this QP's completions: they find no
 	// connection by key or QPN and are skipped.
-	if !t.closed && t.m.fabricDown() {
-		t.parked = append(t.parked, c) // released once the port is back
+	if !t.closed {
+		// disconnected LossGrace later, once every port is up: a link
+		// going down fails sends before its port reads down
+		c.parkedAt = time.Now().UnixNano()
+		t.parked = append(t.parked, c)
 	} else {
 		c.release()
 	}
