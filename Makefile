@@ -8,7 +8,7 @@ VM       = $(GO) run ./hwtest/vm
 
 export CGO_ENABLED = 0
 
-.PHONY: hwtest-bin all build test test-unit test-race boundary archdoc test-vm test-vm-one demo bench-vm count-vm kcount-vm levels-vm threads-vm sysmon-vm tbcount-vm lint cross fuzz image clean
+.PHONY: hwtest-bin all build test test-unit test-race boundary archdoc test-vm test-vm-one chaos-vm soak-vm demo bench-vm count-vm kcount-vm levels-vm threads-vm sysmon-vm tbcount-vm lint cross fuzz image clean
 
 all: build
 
@@ -41,11 +41,13 @@ archdoc:
 	$(GO) test -count=1 -run TestArchitectureDoc ./internal/archtest -update
 
 ## test-vm: the VM tier; REQUIRE_VM=1 turns any VM-tier skip into a failure.
-## One guest on each of $(KERNELS), then two guests (two-node tests) on $(KERNEL).
+## One guest on each of $(KERNELS), then two guests (two-node tests) on $(KERNEL). The chaos
+## suite's one-guest faults (hwtest/chaos, `make chaos-vm`) run on $(KERNEL) only, to keep
+## make test inside CI's time.
 test-vm:
 	@for k in $(KERNELS); do \
 		echo "== VM tier, kernel $$k, one guest"; \
-		REQUIRE_VM=1 $(VM) test -kernel $$k || exit 1; \
+		REQUIRE_VM=1 $(VM) test -kernel $$k $$( [ "$$k" = "$(KERNEL)" ] || echo "-skip TestChaosOneGuest" ) || exit 1; \
 	done
 	@echo "== VM tier, kernel $(KERNEL), two guests"
 	REQUIRE_VM=1 $(VM) test -kernel $(KERNEL) -topo two
@@ -53,6 +55,20 @@ test-vm:
 ## test-vm-one: the VM tier on one kernel only: make test-vm-one KERNEL=6.12 [RUN=regex] [PKG=./uverbs]
 test-vm-one:
 	REQUIRE_VM=1 $(VM) test -kernel $(KERNEL) $(if $(RUN),-run '$(RUN)') $(PKG)
+
+## chaos-vm: the fault-injection suite (issue 33, docs/reliability.md): every fault of one guest and of two
+## guests on aeron:udp, aeron:ib UD and RC, a row each ("chaos|" lines), then the verbs destroy-under-load
+## test under the race detector. make test runs the same tests without -race.
+chaos-vm:
+	REQUIRE_VM=1 $(VM) test -kernel $(KERNEL) -run 'TestChaosOneGuest' ./hwtest/chaos
+	REQUIRE_VM=1 $(VM) test -kernel $(KERNEL) -topo two -run 'TestChaosTwoGuests' ./hwtest/chaos
+	REQUIRE_VM=1 $(VM) test -kernel $(KERNEL) -race -run 'TestVerbsDestroyUnderLoad' ./hwtest/chaos
+
+## soak-vm: publications and subscriptions of every medium coming and going for DURATION (30m), the
+## drivers' RSS, threads, fds, goroutines and the kernel's RDMA objects sampled every INTERVAL (1m)
+## ("soak|" lines); fails if any grows after the first interval (docs/reliability.md)
+soak-vm:
+	REQUIRE_VM=1 $(VM) test -kernel $(KERNEL) -timeout 4h -test.timeout 4h -env IBGO_SOAK_DURATION=$(or $(DURATION),30m) -env IBGO_SOAK_INTERVAL=$(or $(INTERVAL),1m) -run 'TestSoak' ./hwtest/chaos
 
 ## demo: boot the soft-RoCE VM and run ibgo against it beside Debian's C tools
 demo:

@@ -246,7 +246,7 @@ func Create(path string, layout Layout) (*File, error) {
 	if err := layout.validate(); err != nil {
 		return nil, err
 	}
-	m, err := shm.Create(path, int64(layout.Length()))
+	m, err := shm.CreateAllocated(path, int64(layout.Length()))
 	if err != nil {
 		return nil, &Error{Op: "create", Path: path, Offset: -1, Err: err}
 	}

@@ -114,7 +114,7 @@ func Start(cfg Config, opts ...Option) (*Driver, error) {
 			return nil, fmt.Errorf("driver: %w", err)
 		}
 	}
-	loss, err := shm.Create(cnc.LossReportPath(cfg.Dir), int64(cfg.LossReportLength))
+	loss, err := shm.CreateAllocated(cnc.LossReportPath(cfg.Dir), int64(cfg.LossReportLength))
 	if err != nil {
 		return nil, fmt.Errorf("driver: loss report: %w", err)
 	}

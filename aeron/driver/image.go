@@ -146,11 +146,15 @@ func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, fr
 	if err := c.checkStorage(int(s.TermLength)); err != nil {
 		return nil, err
 	}
-	log, err := logbuffer.Create(path, s.TermLength, int32(c.cfg.FilePageSize))
+	sparse := e.imageSparse(c, s.StreamID, s.SessionID)
+	create := logbuffer.CreateAllocated
+	if sparse {
+		create = logbuffer.Create
+	}
+	log, err := create(path, s.TermLength, int32(c.cfg.FilePageSize))
 	if err != nil {
 		return nil, fail(cnc.ErrorCodeStorageSpace, "cannot create log %s: %v", path, err)
 	}
-	sparse := e.imageSparse(c, s.StreamID, s.SessionID)
 	if !sparse {
 		c.faultIn(log)
 	}

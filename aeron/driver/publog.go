@@ -23,7 +23,11 @@ func (c *conductor) createPublicationLog(regID int64, termLength int, sparse boo
 	if err := c.checkStorage(termLength); err != nil {
 		return nil, "", err
 	}
-	log, err := logbuffer.Create(path, int32(termLength), int32(c.cfg.FilePageSize))
+	create := logbuffer.CreateAllocated
+	if sparse {
+		create = logbuffer.Create
+	}
+	log, err := create(path, int32(termLength), int32(c.cfg.FilePageSize))
 	if err != nil {
 		return nil, "", fail(cnc.ErrorCodeStorageSpace, "cannot create log %s: %v", path, err)
 	}

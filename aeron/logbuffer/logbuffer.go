@@ -90,15 +90,31 @@ func Open(path string, writable bool) (*LogBuffer, error) {
 	return l, nil
 }
 
-// Create creates a log file of ComputeLogLength bytes and formats it.
+// Create creates a log file of ComputeLogLength bytes and formats it. The
+// file is sparse (shm.Create); CreateAllocated reserves its blocks.
 func Create(path string, termLength, pageSize int32) (*LogBuffer, error) {
+	return create(path, termLength, pageSize, false)
+}
+
+// CreateAllocated is Create with the file's blocks reserved
+// (shm.CreateAllocated): a full file system is an error here rather than a
+// SIGBUS at a later write. The driver's logs that are not sparse use it.
+func CreateAllocated(path string, termLength, pageSize int32) (*LogBuffer, error) {
+	return create(path, termLength, pageSize, true)
+}
+
+func create(path string, termLength, pageSize int32, allocate bool) (*LogBuffer, error) {
 	if err := CheckTermLength(int64(termLength)); err != nil {
 		return nil, err
 	}
 	if err := CheckPageSize(int64(pageSize)); err != nil {
 		return nil, err
 	}
-	m, err := shm.Create(path, ComputeLogLength(int64(termLength), int64(pageSize)))
+	mk := shm.Create
+	if allocate {
+		mk = shm.CreateAllocated
+	}
+	m, err := mk(path, ComputeLogLength(int64(termLength), int64(pageSize)))
 	if err != nil {
 		return nil, fmt.Errorf("logbuffer: %w", err)
 	}

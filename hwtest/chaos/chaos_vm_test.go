@@ -251,11 +251,18 @@ func waitRunning(t *testing.T, s *stream, k int) {
 func (r *rig) row(scenario, medium string, s *stream, fault time.Duration, expectLoss bool) *row {
 	distinct, delivered, dups, ooo, _, stall := s.tally.snapshot()
 	seen := s.ev.String()
+	crashed := false
+	for _, p := range []*proc{r.pub, r.sub} {
+		if d := p.died(); d != "" {
+			r.notes = append(r.notes, d)
+			crashed = true
+		}
+	}
 	if len(r.notes) > 0 {
 		seen = strings.Join(append([]string{seen}, r.notes...), "; ")
 	}
 	return &row{scenario: scenario, medium: medium, offered: int(s.offered.Load()), delivered: delivered, distinct: distinct,
-		dups: dups, ooo: ooo, stall: stall, fault: fault, expectLoss: expectLoss, seen: seen,
+		dups: dups, ooo: ooo, stall: stall, fault: fault, expectLoss: expectLoss, crashed: crashed, seen: seen,
 		errs:     errSummary(r.pubDir, r.subDir),
 		counters: "pub: " + fmtCounters(countersOf(r.pubDir)) + "; sub: " + fmtCounters(countersOf(r.subDir))}
 }
@@ -270,7 +277,9 @@ func memlockLow(t *testing.T, vm testutil.VMInfo, m medium, port int) *row {
 	pubDir, subDir := "/dev/shm/chaos-pub-"+tag, "/dev/shm/chaos-sub-"+tag
 	pub, err := startDriver(t, pubDir, "")
 	require.NoError(t, err)
-	sub, err := startDriver(t, subDir, "ulimit -l 64 && exec setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock ")
+	mc := exec.Command(os.Args[0], "-test.run=^$")
+	mc.Env = []string{roleEnv + "=memlock-driver", "IBGO_CHAOS_DIR=" + subDir}
+	sub, err := startDriverCmd(t, subDir, mc)
 	require.NoError(t, err)
 	t.Cleanup(func() { pub.stop(); sub.stop(); os.RemoveAll(pubDir); os.RemoveAll(subDir) })
 	var ev events

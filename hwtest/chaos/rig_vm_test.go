@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -18,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ibgo/ibgo/aeron/client"
 	"github.com/ibgo/ibgo/aeron/cnc"
@@ -64,8 +67,11 @@ func runRole(role, dir, channel, stream string) int {
 		fmt.Fprintf(os.Stderr, role+": "+format+"\n", args...)
 		return 2
 	}
-	if role == "driver" {
+	switch role {
+	case "driver":
 		return soakDriver(dir)
+	case "memlock-driver":
+		return memlockDriver(dir)
 	}
 	var id int32
 	fmt.Sscan(stream, &id)
@@ -112,6 +118,30 @@ func runRole(role, dir, channel, stream string) int {
 	select {} // until SIGKILL
 }
 
+// memlockDriver execs `ibgo driver` without CAP_IPC_LOCK (dropped from
+// the bounding set, so root's exec does not get it back) and with a 64 KiB
+// RLIMIT_MEMLOCK. The bounding set is a thread's: the drop and the exec
+// happen on one locked thread.
+func memlockDriver(dir string) int {
+	runtime.LockOSThread()
+	if err := unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_IPC_LOCK, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "prctl(PR_CAPBSET_DROP, CAP_IPC_LOCK):", err)
+		return 2
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: 64 << 10, Max: 64 << 10}); err != nil {
+		fmt.Fprintln(os.Stderr, "setrlimit(RLIMIT_MEMLOCK):", err)
+		return 2
+	}
+	path, err := exec.LookPath("ibgo")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	err = unix.Exec(path, []string{"ibgo", "driver", "--dir", dir}, os.Environ())
+	fmt.Fprintln(os.Stderr, "exec ibgo driver:", err)
+	return 2
+}
+
 // syncBuf is a bytes.Buffer an exec.Cmd and the test share.
 type syncBuf struct {
 	mu sync.Mutex
@@ -132,7 +162,8 @@ func (s *syncBuf) String() string {
 
 // proc is an `ibgo driver` process.
 type proc struct {
-	dir  string
+	killed atomic.Bool
+	dir    string
 	cmd  *exec.Cmd
 	out  *syncBuf
 	done chan struct{}
@@ -142,8 +173,13 @@ type proc struct {
 // limits first: "ulimit -l 64; ") and waits for its heartbeat.
 func startDriver(t *testing.T, dir, shellPrefix string, env ...string) (*proc, error) {
 	t.Helper()
-	cmd := exec.Command("sh", "-c", shellPrefix+"exec ibgo driver --dir "+dir)
-	cmd.Env = append(append(os.Environ(), driverEnv...), env...)
+	return startDriverCmd(t, dir, exec.Command("sh", "-c", shellPrefix+"exec ibgo driver --dir "+dir), env...)
+}
+
+// startDriverCmd starts cmd, which runs `ibgo driver --dir dir` in the end.
+func startDriverCmd(t *testing.T, dir string, cmd *exec.Cmd, env ...string) (*proc, error) {
+	t.Helper()
+	cmd.Env = append(append(append(os.Environ(), driverEnv...), env...), cmd.Env...)
 	p := &proc{dir: dir, cmd: cmd, out: &syncBuf{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
@@ -158,7 +194,9 @@ func startDriver(t *testing.T, dir, shellPrefix string, env ...string) (*proc, e
 			return nil, fmt.Errorf("ibgo driver --dir %s exited: %s", dir, strings.TrimSpace(p.out.String()))
 		default:
 		}
-		if ok, _, err := driver.IsDriverActive(dir, driverTimeout); err == nil && ok {
+		// alive, and this process (not a killed driver's heartbeat, still
+		// young, in a stale CnC)
+		if ok, _, err := driver.IsDriverActive(dir, driverTimeout); err == nil && ok && cncPID(dir) == cmd.Process.Pid {
 			return p, nil
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -184,14 +222,42 @@ func restartDriver(t *testing.T, dir string) (*proc, time.Duration, error) {
 	}
 }
 
+func cncPID(dir string) int {
+	f, err := cnc.Open(dir)
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	return int(f.PID())
+}
+
 func (p *proc) kill() {
+	p.killed.Store(true)
 	if p.cmd.Process != nil {
 		_ = p.cmd.Process.Signal(syscall.SIGKILL)
 		<-p.done
 	}
 }
 
+// died says how the driver ended if it ended by itself ("" while it runs).
+func (p *proc) died() string {
+	select {
+	case <-p.done:
+	default:
+		return ""
+	}
+	if p.killed.Load() {
+		return ""
+	}
+	out := strings.TrimSpace(p.out.String())
+	if len(out) > 300 {
+		out = "…" + out[len(out)-300:]
+	}
+	return fmt.Sprintf("the driver on %s died (%v): %s", p.dir, p.cmd.ProcessState, strings.ReplaceAll(out, "\n", " / "))
+}
+
 func (p *proc) stop() {
+	p.killed.Store(true)
 	select {
 	case <-p.done:
 		return
@@ -323,7 +389,8 @@ func (t *tally) snapshot() (distinct, delivered, dups, ooo int, last time.Time, 
 // events is what the clients saw: errors, images going.
 type events struct {
 	mu   sync.Mutex
-	list []string
+	list []string // the first four
+	n    int      // distinct
 }
 
 func (e *events) add(format string, args ...any) {
@@ -335,7 +402,10 @@ func (e *events) add(format string, args ...any) {
 			return
 		}
 	}
-	e.list = append(e.list, s)
+	e.n++
+	if len(e.list) < 4 {
+		e.list = append(e.list, s)
+	}
 }
 
 func (e *events) String() string {
@@ -343,6 +413,9 @@ func (e *events) String() string {
 	defer e.mu.Unlock()
 	if len(e.list) == 0 {
 		return "-"
+	}
+	if e.n > len(e.list) {
+		return strings.Join(e.list, "; ") + fmt.Sprintf("; and %d more", e.n-len(e.list))
 	}
 	return strings.Join(e.list, "; ")
 }
@@ -556,6 +629,7 @@ type row struct {
 	dups, ooo                    int
 	stall, fault                 time.Duration
 	expectLoss                   bool // loss is the correct outcome; it must be visible
+	crashed                      bool // a driver ended by itself
 	seen                         string
 	errs                         string
 	counters                     string
@@ -568,6 +642,8 @@ func (r *row) lost() int { return r.offered - r.distinct }
 // nothing; a stream whose loss is correct made it visible.
 func (r *row) judge() {
 	switch {
+	case r.crashed:
+		r.verdict = "FAIL: a driver died"
 	case r.dups != 0 || r.ooo != 0:
 		r.verdict = "FAIL: duplicated or out of order"
 	case r.offered == 0:

@@ -26,6 +26,7 @@ type twoScenario struct {
 	expectLoss bool
 	netem      []string      // on both guests' netdevs for the stream
 	down       time.Duration // node 1's netdev down for this long mid-stream
+	silent     time.Duration // node 2 drops every packet (netem loss 100 %) this long mid-stream
 }
 
 func twoScenarios() []twoScenario {
@@ -35,6 +36,9 @@ func twoScenarios() []twoScenario {
 		// may let the image go, and then what was sent into the outage is
 		// lost, as with the C driver; that must be visible
 		{name: "link down 10 s", n: 70_000, rate: 5_000, down: 10 * time.Second, expectLoss: true},
+		// node 2 vanishes with its port up: node 1's RC QP runs out of
+		// retries and goes to the error state under the driver
+		{name: "peer silent 5 s (node 2: netem loss 100 %)", n: 40_000, rate: 5_000, silent: 5 * time.Second},
 		{name: "netem loss 1 %", n: 10_000, rate: 5_000, netem: []string{"loss", "1%"}},
 		{name: "netem loss 5 %", n: 10_000, rate: 5_000, netem: []string{"loss", "5%"}},
 		{name: "netem loss 10 %", n: 10_000, rate: 5_000, netem: []string{"loss", "10%"}},
@@ -79,11 +83,11 @@ func TestChaosTwoGuests(t *testing.T) {
 					netem(t, vm.Netdev, sc.netem...)
 				}
 				if vm.Node == 2 {
-					subscribeSide(t, ln, dir, ch, streamID)
+					subscribeSide(t, vm, ln, dir, ch, streamID, sc)
 					return
 				}
 				s := startStream(ch, streamID, dir, "", sc.n, sc.rate)
-				var fault time.Duration
+				fault := sc.silent
 				if sc.down > 0 {
 					waitOffered(t, s, int64(sc.n/5))
 					t.Cleanup(func() { _ = exec.Command("ip", "link", "set", vm.Netdev, "up").Run() })
@@ -129,8 +133,15 @@ func waitOffered(t *testing.T, s *stream, k int64) {
 // subscribeSide is node 2's half of a scenario: subscribe, take node 1's
 // "offered K" line, wait for K messages (or settle), and answer with the
 // tally, the error log and the counters.
-func subscribeSide(t *testing.T, ln net.Listener, dir, ch string, streamID int32) {
+func subscribeSide(t *testing.T, vm testutil.VMInfo, ln net.Listener, dir, ch string, streamID int32, sc twoScenario) {
 	s := startStream(ch, streamID, "", dir, 0, 0)
+	if sc.silent > 0 {
+		waitRunning(t, s, sc.n/5)
+		netem(t, vm.Netdev, "loss", "100%")
+		time.Sleep(sc.silent)
+		out, err := exec.Command("tc", "qdisc", "del", "dev", vm.Netdev, "root").CombinedOutput()
+		require.NoError(t, err, "tc qdisc del: %s", out)
+	}
 	ln.(*net.TCPListener).SetDeadline(time.Now().Add(2 * streamLimit))
 	conn, err := ln.Accept()
 	require.NoError(t, err, "node 1 never asked")

@@ -234,9 +234,11 @@ func cmdTest(args []string) error {
 	var c common
 	c.register(fs)
 	run := fs.String("run", "", "only tests matching this regexp (go test -run)")
+	skip := fs.String("skip", "", "leave out tests matching this regexp (go test -skip)")
 	bench := fs.String("bench", "", "run benchmarks matching this regexp (and no tests unless -run is given)")
 	benchtime := fs.String("benchtime", "", "go test -benchtime for -bench")
 	count := fs.Int("count", 0, "go test -count")
+	race := fs.Bool("race", false, "build the test binaries with the race detector (cgo on; the guest has the C library)")
 	testTimeout := fs.Duration("test.timeout", 15*time.Minute, "per-binary test timeout")
 	fs.Parse(args)
 	work, err := os.MkdirTemp("", "ibgo-vm-build-")
@@ -256,12 +258,15 @@ func cmdTest(args []string) error {
 	if len(pkgs) == 0 {
 		return errors.New("no package under the given patterns has VM-tier tests (*_vm_test.go)")
 	}
-	if err := harness.BuildTests(root, work, pkgs, logf); err != nil {
+	if err := harness.BuildTests(root, work, pkgs, *race, logf); err != nil {
 		return err
 	}
 	targs := []string{"-test.timeout=" + testTimeout.String()}
 	if *run != "" {
 		targs = append(targs, "-test.run="+*run)
+	}
+	if *skip != "" {
+		targs = append(targs, "-test.skip="+*skip)
 	}
 	if *bench != "" {
 		if *run == "" {

@@ -34,3 +34,6 @@ func (m *Mapping) Path() string { return m.path }
 
 // Close is a no-op.
 func (m *Mapping) Close() error { return nil }
+
+// CreateAllocated is not supported on this OS.
+func CreateAllocated(path string, size int64) (*Mapping, error) { return Create(path, size) }

@@ -37,8 +37,17 @@ func Map(path string, writable bool) (*Mapping, error) {
 }
 
 // Create creates (or truncates) path with the given size and maps it
-// writable. The new file reads as zeros.
-func Create(path string, size int64) (*Mapping, error) {
+// writable. The new file reads as zeros. It is sparse: its blocks are
+// taken as its pages are first written (a write the file system has no
+// room for then is a SIGBUS); CreateAllocated reserves them.
+func Create(path string, size int64) (*Mapping, error) { return create(path, size, false) }
+
+// CreateAllocated is Create with the file's blocks reserved first
+// (sys.Allocate): a file system without room fails here, with ENOSPC,
+// instead of killing the process at a later write.
+func CreateAllocated(path string, size int64) (*Mapping, error) { return create(path, size, true) }
+
+func create(path string, size int64, allocate bool) (*Mapping, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("shm: create %s: size %d must be positive", path, size)
 	}
@@ -49,6 +58,13 @@ func Create(path string, size int64) (*Mapping, error) {
 	defer f.Close()
 	if err := f.Truncate(size); err != nil {
 		return nil, fmt.Errorf("shm: create %s: %w", path, err)
+	}
+	if allocate {
+		if err := sys.Allocate(f, size); err != nil {
+			f.Close()
+			os.Remove(path)
+			return nil, fmt.Errorf("shm: create %s: reserve %d bytes: %w", path, size, err)
+		}
 	}
 	return mapFile(f, path, size, true)
 }

@@ -178,3 +178,25 @@ func UsableSpace(path string) (uint64, error) {
 	}
 	return st.Bavail * bs, nil
 }
+
+// Allocate reserves the blocks of f's first size bytes (fallocate(2), mode
+// 0), as the C driver's files are filled with zeros when made: a write to a
+// mapped page the file system has no room for is a SIGBUS, which kills the
+// process, where a full file system at creation is an error. A file system
+// without fallocate (EOPNOTSUPP) leaves the file as it is.
+func Allocate(f *os.File, size int64) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) {
+		ferr = unix.Fallocate(int(fd), 0, 0, size)
+	}); err != nil {
+		return err
+	}
+	if ferr == unix.EOPNOTSUPP {
+		return nil
+	}
+	return errnoErr(ferr)
+}

@@ -2,6 +2,8 @@
 
 package sys
 
+import "os"
+
 // RDMA is Linux only: elsewhere these compile and fail at run time with
 // ErrNotSupportedOnOS.
 
@@ -27,3 +29,7 @@ func NetlinkRecv(fd *FD, b []byte) (int, error) { return 0, ErrNotSupportedOnOS 
 
 // UsableSpace is not measured off Linux; callers skip their storage checks.
 func UsableSpace(path string) (uint64, error) { return 0, ErrNotSupportedOnOS }
+
+// Allocate is a no-op where fallocate(2) does not exist: the file stays
+// sparse.
+func Allocate(f *os.File, size int64) error { return nil }

@@ -82,16 +82,24 @@ func VMPackages(root string, patterns []string) ([]TestPackage, error) {
 	return pkgs, nil
 }
 
-// BuildTests compiles each package's test binary into dir.
-func BuildTests(root, dir string, pkgs []TestPackage, logf Logf) error {
+// BuildTests compiles each package's test binary into dir; race builds
+// them with the race detector, which needs cgo (the one place it is on):
+// such a binary links the C library dynamically, and the guest has it.
+func BuildTests(root, dir string, pkgs []TestPackage, race bool, logf Logf) error {
 	for i := range pkgs {
 		p := &pkgs[i]
 		name := strings.ReplaceAll(strings.TrimPrefix(p.ImportPath, "github.com/ibgo/ibgo/"), "/", "_") + ".test"
 		p.Binary = filepath.Join(dir, name)
 		logf("building %s", name)
-		cmd := exec.Command("go", "test", "-c", "-o", p.Binary, p.ImportPath)
+		args := []string{"test", "-c", "-o", p.Binary}
+		env := guestEnv()
+		if race {
+			args = append(args, "-race")
+			env = append(env, "CGO_ENABLED=1")
+		}
+		cmd := exec.Command("go", append(args, p.ImportPath)...)
 		cmd.Dir = root
-		cmd.Env = guestEnv()
+		cmd.Env = env
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("go test -c %s: %v\n%s", p.ImportPath, err, b)
 		}
