@@ -164,9 +164,9 @@ func (s *syncBuf) String() string {
 type proc struct {
 	killed atomic.Bool
 	dir    string
-	cmd  *exec.Cmd
-	out  *syncBuf
-	done chan struct{}
+	cmd    *exec.Cmd
+	out    *syncBuf
+	done   chan struct{}
 }
 
 // startDriver starts `ibgo driver` on dir (sh -c, so that shell may set

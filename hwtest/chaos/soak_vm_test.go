@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -218,7 +219,7 @@ func TestSoak(t *testing.T) {
 	start := time.Now()
 	take := func() {
 		pause.Lock()
-		time.Sleep(3 * time.Second) // lingering publications and images go
+		time.Sleep(soakSettle) // lingering publications and images go
 		s := sample{at: time.Since(start).Round(time.Second), rdma: rdmaCounts(), sessions: sessions.Load(), messages: messages.Load()}
 		for i, p := range procs {
 			pid := p.cmd.Process.Pid
@@ -255,15 +256,18 @@ func TestSoak(t *testing.T) {
 	}
 }
 
+// soakSettle is how long the drivers rest before a sample: publication
+// linger (1 s here) and the end of the images of closed publications.
+const soakSettle = 5 * time.Second
+
 const sampleHead = "| time | sessions | messages | RSS KiB (a, b) | threads (a, b) | fds (a, b) | goroutines (a, b) | kernel RDMA objects |"
 
 func (s sample) line() string {
 	var keys []string
-	for _, k := range []string{"pd", "cq", "qp", "mr", "cm_id", "ctx"} {
-		if v, ok := s.rdma[k]; ok {
-			keys = append(keys, fmt.Sprintf("%s %d", k, v))
-		}
+	for k, v := range s.rdma {
+		keys = append(keys, fmt.Sprintf("%s %d", k, v))
 	}
+	sort.Strings(keys)
 	return fmt.Sprintf("| %v | %d | %d | %d, %d | %d, %d | %d, %d | %d, %d | %s |", s.at, s.sessions, s.messages,
 		s.rssKiB[0], s.rssKiB[1], s.threads[0], s.threads[1], s.fds[0], s.fds[1], s.gorout[0], s.gorout[1], strings.Join(keys, ", "))
 }

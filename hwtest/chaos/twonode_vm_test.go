@@ -55,12 +55,9 @@ const ctlPort = 26999
 // prints the table.
 func TestChaosTwoGuests(t *testing.T) {
 	vm := testutil.TwoNodes(t)
-	dir := fmt.Sprintf("/dev/shm/chaos2-node%d", vm.Node)
-	d, err := startDriver(t, dir, "")
-	require.NoError(t, err)
-	t.Cleanup(func() { d.stop(); os.RemoveAll(dir) })
 	subIP := vm.Peer
 	var ln net.Listener
+	var err error
 	if vm.Node == 2 {
 		subIP = vm.IP
 		ln, err = net.Listen("tcp", net.JoinHostPort(vm.IP, strconv.Itoa(ctlPort)))
@@ -79,6 +76,12 @@ func TestChaosTwoGuests(t *testing.T) {
 			streamID := int32(chaosStreamBase + 100 + i)
 			ch := fmt.Sprintf(m.channel, subIP, port)
 			t.Run(fmt.Sprintf("%02d_%s/%s", si, strings.ReplaceAll(sc.name, " ", "_"), m.name), func(t *testing.T) {
+				// a driver of the row's own on each node: its error log and
+				// counters are the row's
+				dir := fmt.Sprintf("/dev/shm/chaos2-node%d-%d", vm.Node, i)
+				d, err := startDriver(t, dir, "")
+				require.NoError(t, err)
+				t.Cleanup(func() { d.stop(); os.RemoveAll(dir) })
 				if sc.netem != nil {
 					netem(t, vm.Netdev, sc.netem...)
 				}
@@ -108,6 +111,9 @@ func TestChaosTwoGuests(t *testing.T) {
 					r.seen = "publisher: " + pe + "; " + r.seen
 				}
 				tb.add(t, r)
+				if strings.HasPrefix(r.verdict, "FAIL") {
+					diagnose(t, d)
+				}
 			})
 		}
 	}
@@ -185,4 +191,11 @@ func askNode2(t *testing.T, peer string, s *stream) *row {
 	stall, _ := strconv.ParseInt(f[4], 10, 64)
 	return &row{offered: int(offered), distinct: num(0), delivered: num(1), dups: num(2), ooo: num(3),
 		stall: time.Duration(stall), seen: f[5], errs: f[6], counters: f[7]}
+}
+
+// diagnose logs the device's view after a failed row: its QPs and the
+// rxe counters.
+func diagnose(t *testing.T, d *proc) {
+	out, _ := exec.Command("sh", "-c", "ibgo aeron stat --dir "+d.dir+" | grep -v ' 0 - '; rdma res show qp; rdma res show cm_id; for f in /sys/class/infiniband/*/ports/1/hw_counters/*; do v=$(cat $f); [ \"$v\" = 0 ] || echo $(basename $f) $v; done").CombinedOutput()
+	t.Logf("the driver and the device after the failure:\n%s\ndriver output:\n%s", out, d.out.String())
 }

@@ -132,6 +132,7 @@ func (m *Media) Statistics() []driver.MediaStatistic {
 		{Name: "rc connections connected", Value: &m.RC.Connected},
 		{Name: "rc connections disconnected", Value: &m.RC.Disconnected},
 		{Name: "rc connections abandoned", Value: &m.RC.Abandoned},
+		{Name: "rc connections stalled (no send completion)", Value: &m.RC.Stalled},
 		{Name: "rc connections lost", Value: &m.RC.Lost},
 		{Name: "rc connections rejected", Value: &m.RC.Rejected},
 		{Name: "rc receive buffers grown for a larger mtu", Value: &m.RC.MTUGrowths},

@@ -49,6 +49,10 @@ type RCStats struct {
 	// Aeron's liveness and EOS handle the image, a publication dials
 	// again, and nothing goes to the error log.
 	Disconnected atomic.Int64
+	// Stalled counts connections a publication gave up because every
+	// send slot stayed posted with no completion, not even an error, for
+	// RCStallTimeout (also counted in Lost).
+	Stalled atomic.Int64
 	// Abandoned counts accepted connections whose handshake the dialling
 	// peer gave up before it completed (REJECTED, CONNECT_ERROR or
 	// UNREACHABLE before ESTABLISHED: its dial timed out after a lost
@@ -143,6 +147,36 @@ const (
 // Aeron's image liveness timeout (TestIBRCNetemTwoNodes on 6.12). Set it
 // before the driver starts.
 var RCAckTimeout uint8 = 14
+
+// RCStallTimeout is how long a publication's RC connection may keep every
+// send slot posted without a single completion before the publication
+// takes it for lost and dials again. A queue pair whose peer vanished
+// completes its sends in error once its retries run out (RCAckTimeout ×
+// 8, about half a second); soft-RoCE's, across a link that went down
+// for a second, was seen to stop retransmitting and never complete them
+// (docs/reliability.md). Receiver-not-ready retries are unlimited, so a
+// subscription that takes nothing for this long loses its connection
+// too; Aeron's flow control keeps a live one from that. 0 disables it.
+var RCStallTimeout = 3 * time.Second
+
+// stalled is called when a send found c's slots all posted and a poll
+// freed none: after RCStallTimeout of that c fails (true). Agent.
+func (t *rcTransport) stalled(c *rcConn) bool {
+	if RCStallTimeout <= 0 {
+		return false
+	}
+	now := time.Now().UnixNano()
+	if c.stallAt == 0 {
+		c.stallAt = now
+		return false
+	}
+	if now-c.stallAt < int64(RCStallTimeout) {
+		return false
+	}
+	t.m.RC.Stalled.Add(1)
+	t.fail(c, fmt.Sprintf("no send completion for %v with all %d send slots posted: the queue pair stopped without an error", RCStallTimeout, c.slotsN))
+	return true
+}
 
 // rcRingSize is the number of SRQ buffers of a subscription: ringSize's
 // rule on MTU-sized buffers, clamped to the device's SRQ depth and CQ
@@ -241,6 +275,7 @@ type rcConn struct {
 	slots             slotRegs                 // which registered log each send slot reads (regmem.go)
 	closing           atomic.Bool              // the first to set it reports the loss
 	parkedAt          int64                    // when drop parked it (ns; rcTransport.parked)
+	stallAt           int64                    // since when every send slot is posted with no completion (ns; 0: not)
 	swr               [postBatch]uverbs.SendWR // preallocated: posting allocates nothing
 	ssge              [postBatch]uverbs.SGE
 	rwr               [1]uverbs.RecvWR
@@ -1168,6 +1203,7 @@ func (t *rcTransport) poll(cq *uverbs.CQ, own *rcConn) error {
 		}
 		c.nfree += freed
 		c.tail = (k + 1) % c.slotsN
+		c.stallAt = 0
 	}
 	return nil
 }
@@ -1218,6 +1254,10 @@ func (t *rcTransport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error)
 				return len(datagrams), nil
 			}
 			if c.nfree == 0 {
+				if t.stalled(c) {
+					t.m.RC.Dropped.Add(int64(len(datagrams) - sent))
+					return len(datagrams), nil
+				}
 				return sent, nil // short send: the driver resumes here next duty
 			}
 		}

@@ -517,6 +517,9 @@ func (t *rcTransport) sendWrite(c *rcConn, datagrams [][]byte) (int, error) {
 			if err := t.poll(c.cq, c); err != nil || c.closing.Load() {
 				return false
 			}
+			if c.nfree == 0 && t.stalled(c) {
+				return false // c is closing: lost
+			}
 		}
 		return c.nfree > 0
 	}
