@@ -505,11 +505,18 @@ func (p *networkPublication) sendTo(c *sender, dest netip.AddrPort, b []byte) {
 	p.sendBatch = append(p.sendBatch[:0], b)
 	p.stamp(p.sendBatch)
 	if _, err := p.ep.t.Send(dest, p.sendBatch); err != nil {
-		c.sys[sysErrors].Add(1)
+		p.sendFailed(c, dest, err)
 	} else {
 		c.sys[sysBytesSent].Add(int64(len(b)))
 	}
 	p.sendBatch[0] = nil
+}
+
+// sendFailed counts a failed send and records it in the distinct error
+// log, as the C sender does (a link down: "network is unreachable"); the
+// log keeps one entry per distinct text, with its count.
+func (p *networkPublication) sendFailed(c *sender, dest netip.AddrPort, err error) {
+	c.report(cnc.ErrorCodeGenericError, fmt.Sprintf("%s: send to %s: %v", p.channel, dest, err))
 }
 
 // sendData sends up to maxDatagramsPerSendDuty datagrams of whole frames
@@ -584,7 +591,7 @@ func (p *networkPublication) sendFrames(c *sender, dest netip.AddrPort, batch []
 		c.sys[sysBytesSent].Add(int64(len(b)))
 	}
 	if err != nil {
-		c.sys[sysErrors].Add(1)
+		p.sendFailed(c, dest, err)
 		return len(batch)
 	}
 	if n < len(batch) {

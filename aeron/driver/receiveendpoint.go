@@ -172,7 +172,8 @@ func (e *receiveEndpoint) sendTo(r *receiver, via Transport, dest netip.AddrPort
 	}
 	e.batch[0] = b
 	if _, err := via.Send(dest, e.batch); err != nil {
-		r.sys[sysErrors].Add(1)
+		// counted and in the distinct error log, as the C receiver does
+		r.c.recordError(cnc.ErrorCodeGenericError, fmt.Sprintf("%s: send to %s: %v", e.channel, dest, err))
 	}
 	e.batch[0] = nil
 }
