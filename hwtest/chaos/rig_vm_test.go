@@ -461,9 +461,13 @@ func startStream(channel string, streamID int32, pubDir, subDir string, n, rate 
 }
 
 func connectClient(dir string, ev *events, who string) (*client.Client, error) {
+	return connectClientTimeout(dir, ev, who, driverTimeout)
+}
+
+func connectClientTimeout(dir string, ev *events, who string, timeout time.Duration) (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return client.Connect(ctx, client.Options{Dir: dir, DriverTimeout: driverTimeout,
+	return client.Connect(ctx, client.Options{Dir: dir, DriverTimeout: timeout,
 		OnError: func(err error) { ev.add("%s: %v", who, err) }})
 }
 

@@ -65,7 +65,13 @@ type soakProc struct {
 func startSoakDriver(t *testing.T, dir string) *soakProc {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), driverEnv...), roleEnv+"=driver", "IBGO_CHAOS_DIR="+dir,
-		"AERON_PUBLICATION_LINGER_TIMEOUT=1s", "AERON_DIR_DELETE_ON_START=true")
+		"AERON_PUBLICATION_LINGER_TIMEOUT=1s", "AERON_DIR_DELETE_ON_START=true",
+		// Aeron's default liveness timeouts (the chaos tests shorten them):
+		// four busy sessions on two vCPUs can hold a client's keepalive
+		// back for seconds; and 1 MiB IPC terms, so that /dev/shm holds
+		// every session's log
+		"AERON_CLIENT_LIVENESS_TIMEOUT=10s", "AERON_PUBLICATION_UNBLOCK_TIMEOUT=15s", "AERON_DRIVER_TIMEOUT=10000",
+		"AERON_IPC_TERM_BUFFER_LENGTH=1m")
 	in, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	out, err := cmd.StdoutPipe()
@@ -279,12 +285,12 @@ func soakSession(pubDir, subDir, ch string, streamID int32, n int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var ev events
-	pc, err := connectClient(pubDir, &ev, "publisher")
+	pc, err := connectClientTimeout(pubDir, &ev, "publisher", 10*time.Second)
 	if err != nil {
 		return err
 	}
 	defer pc.Close()
-	sc, err := connectClient(subDir, &ev, "subscriber")
+	sc, err := connectClientTimeout(subDir, &ev, "subscriber", 10*time.Second)
 	if err != nil {
 		return err
 	}
@@ -313,9 +319,13 @@ func soakSession(pubDir, subDir, ch string, streamID int32, n int) error {
 		if r := pub.Offer(msg); r > 0 {
 			i++
 		} else if r == client.Closed || r == client.MaxPositionExceeded || r == client.PublicationError {
-			return fmt.Errorf("offer: %s", client.ResultString(r))
+			return fmt.Errorf("offer: %s (%s)", client.ResultString(r), ev.String())
+		} else if sub.Poll(handler, 64) == 0 {
+			time.Sleep(20 * time.Microsecond) // back-pressured and nothing to read: let the drivers run
 		}
-		sub.Poll(handler, 64)
+		if i%256 == 0 {
+			sub.Poll(handler, 64)
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("offered %d of %d in a minute (%s)", i, n, ev.String())
 		}
