@@ -516,6 +516,10 @@ func (p *networkPublication) sendTo(c *sender, dest netip.AddrPort, b []byte) {
 // log, as the C sender does (a link down: "network is unreachable"); the
 // log keeps one entry per distinct text, with its count.
 func (p *networkPublication) sendFailed(c *sender, dest netip.AddrPort, err error) {
+	if c.report == nil {
+		c.sys[sysErrors].Add(1)
+		return
+	}
 	c.report(cnc.ErrorCodeGenericError, fmt.Sprintf("%s: send to %s: %v", p.channel, dest, err))
 }
 

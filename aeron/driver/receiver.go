@@ -23,7 +23,7 @@ const (
 type receiver struct {
 	cmds        *proxy
 	toConductor *proxy
-	c           *conductor // target of toConductor commands only
+	c           *conductor // target of toConductor commands, and recordError (safe from any agent)
 	endpoints   []*receiveEndpoint
 	sys         []*atomic.Int64
 	nowNs       int64

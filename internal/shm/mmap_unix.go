@@ -61,8 +61,7 @@ func create(path string, size int64, allocate bool) (*Mapping, error) {
 	}
 	if allocate {
 		if err := sys.Allocate(f, size); err != nil {
-			f.Close()
-			os.Remove(path)
+			os.Remove(path) // the deferred Close closes it
 			return nil, fmt.Errorf("shm: create %s: reserve %d bytes: %w", path, size, err)
 		}
 	}

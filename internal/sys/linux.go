@@ -183,7 +183,8 @@ func UsableSpace(path string) (uint64, error) {
 // 0), as the C driver's files are filled with zeros when made: a write to a
 // mapped page the file system has no room for is a SIGBUS, which kills the
 // process, where a full file system at creation is an error. A file system
-// without fallocate (EOPNOTSUPP) leaves the file as it is.
+// without fallocate (EOPNOTSUPP, or ENOSYS under a seccomp filter) leaves
+// the file as it is.
 func Allocate(f *os.File, size int64) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
@@ -191,12 +192,18 @@ func Allocate(f *os.File, size int64) error {
 	}
 	var ferr error
 	if err := rc.Control(func(fd uintptr) {
-		ferr = unix.Fallocate(int(fd), 0, 0, size)
+		for {
+			// tmpfs gives up with EINTR when a signal is pending (the Go
+			// runtime's preemption) and undoes what it allocated: again
+			if ferr = unix.Fallocate(int(fd), 0, 0, size); ferr != unix.EINTR {
+				return
+			}
+		}
 	}); err != nil {
 		return err
 	}
-	if ferr == unix.EOPNOTSUPP {
-		return nil
+	if ferr == unix.EOPNOTSUPP || ferr == unix.ENOSYS {
+		return nil // no fallocate here (or a sandbox refuses it): the file stays sparse
 	}
 	return errnoErr(ferr)
 }

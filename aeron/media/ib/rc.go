@@ -162,8 +162,8 @@ var RCStallTimeout = 3 * time.Second
 // stalled is called when a send found c's slots all posted and a poll
 // freed none: after RCStallTimeout of that c fails (true). Agent.
 func (t *rcTransport) stalled(c *rcConn) bool {
-	if RCStallTimeout <= 0 {
-		return false
+	if RCStallTimeout <= 0 || !t.connect.IsValid() {
+		return false // a subscription's connections: its publisher's watch
 	}
 	now := time.Now().UnixNano()
 	if c.stallAt == 0 {
@@ -276,6 +276,8 @@ type rcConn struct {
 	closing           atomic.Bool              // the first to set it reports the loss
 	parkedAt          int64                    // when drop parked it (ns; rcTransport.parked)
 	stallAt           int64                    // since when every send slot is posted with no completion (ns; 0: not)
+	dropped           bool                     // drop has run (agent)
+	peerClosed        atomic.Bool              // ended by the peer's disconnect (watcher), not lost
 	swr               [postBatch]uverbs.SendWR // preallocated: posting allocates nothing
 	ssge              [postBatch]uverbs.SGE
 	rwr               [1]uverbs.RecvWR
@@ -326,6 +328,7 @@ type rcTransport struct {
 	wg     sync.WaitGroup
 	live   atomic.Int32  // subscription: connections accepted and not yet dropped
 	redial chan struct{} // publication side: the connection was lost
+	lostAt atomic.Int64  // publication side: when drop last took a lost connection (ns; LossGrace)
 	keys   atomic.Uint32
 
 	// publication side: an id resolved to the subscriber's address keeps
@@ -409,9 +412,11 @@ type rcTransport struct {
 	rsge      [1]uverbs.SGE
 	closed    bool
 	ts        stamper // subscription side: media timestamps of the shared CQ's frames
-	// parked are lost connections not yet disconnected because a port was
-	// down when they were dropped: a disconnect sends a DREQ, a CM MAD
-	// (fabricDown); they go once the port is back, or at Close
+	// parked are lost connections, their QPs in the error state, not yet
+	// disconnected: a disconnect sends a DREQ, a CM MAD, which must not
+	// go while a port is down (fabricDown) nor in the LossGrace after the
+	// loss; they go once both are over, or at Close (when the kernel's
+	// destroy of an established id sends the DREQ anyway)
 	parked []*rcConn
 }
 
@@ -423,13 +428,19 @@ type rcTransport struct {
 // LossGrace the port's state is settled and fabricDown holds the exchange.
 var LossGrace = 250 * time.Millisecond
 
-// releaseParked disconnects and frees the connections parked while a port
-// was down, now that none is (or at Close). Agent.
+// releaseParked disconnects and frees the parked connections whose
+// LossGrace is over, when no port is down (force: all, at Close). Agent.
 func (t *rcTransport) releaseParked(force bool) {
-	if len(t.parked) == 0 || (!force && t.m.fabricDown()) {
+	if len(t.parked) == 0 {
 		return
 	}
 	now := time.Now().UnixNano()
+	if !force {
+		// the oldest first: nothing is due before its grace is over
+		if now-t.parked[0].parkedAt < int64(LossGrace) || t.m.fabricDown() {
+			return
+		}
+	}
 	keep := t.parked[:0]
 	for _, c := range t.parked {
 		if !force && now-c.parkedAt < int64(LossGrace) {
@@ -440,6 +451,9 @@ func (t *rcTransport) releaseParked(force bool) {
 	}
 	clear(t.parked[len(keep):])
 	t.parked = keep
+	if len(t.retired) > 0 {
+		t.freeRetired() // shared queues the released QPs held (cqerror.go)
+	}
 }
 
 const rcSendWRID = 1 << 62
@@ -717,6 +731,7 @@ func (t *rcTransport) lose(c *rcConn, cause string) {
 func (t *rcTransport) disconnected(c *rcConn, n *atomic.Int64) {
 	if c.closing.CompareAndSwap(false, true) {
 		n.Add(1)
+		c.peerClosed.Store(true) // drop releases it at once: no LossGrace
 		t.handOver(rcEvent{c: c})
 	}
 }
@@ -724,7 +739,11 @@ func (t *rcTransport) disconnected(c *rcConn, n *atomic.Int64) {
 // reportLoss records a lost connection in the driver's error log
 // (ErrorReporter): the text names both ends and the cause, no counts.
 func (t *rcTransport) reportLoss(c *rcConn, cause string) {
-	t.m.report(fmt.Errorf("ib: rc connection %s <-> %s lost: %s", t.local, c.addr, cause))
+	local := t.local
+	if c.conn != nil {
+		local = c.conn.LocalAddr().String() // a publication's own end (t.local is its first)
+	}
+	t.m.report(fmt.Errorf("ib: rc connection %s <-> %s lost: %s", local, c.addr, cause))
 }
 
 // watch waits for the connection's end: DISCONNECTED (the peer closed or
@@ -873,7 +892,6 @@ func (t *rcTransport) dial(ctx context.Context) (*rcConn, error) {
 func (t *rcTransport) dialLoop() {
 	defer t.wg.Done()
 	ctx := t.ctx
-	first := true
 	for {
 		select {
 		case <-t.done:
@@ -881,10 +899,9 @@ func (t *rcTransport) dialLoop() {
 		case <-t.redial:
 		}
 		var b backoff
-		if !first {
-			b.d = LossGrace // a connection was lost: see LossGrace
+		if wait := time.Duration(t.lostAt.Load()+int64(LossGrace)-time.Now().UnixNano()); wait > 0 {
+			b.d = wait // a connection was lost: no dial before LossGrace is over
 		}
-		first = false
 		for {
 			select {
 			case <-t.done:
@@ -1080,6 +1097,10 @@ func (t *rcTransport) apply(ev rcEvent) {
 // drop forgets and frees c; a publication dials again.
 func (t *rcTransport) drop(c *rcConn) {
 	c.closing.Store(true)
+	if c.dropped {
+		return // a loss the agent found and the watcher's both came
+	}
+	c.dropped = true
 	if t.byKey[c.key] == c {
 		delete(t.byKey, c.key)
 		delete(t.byQPN, c.qp.QPN())
@@ -1105,15 +1126,27 @@ func (t *rcTransport) drop(c *rcConn) {
 	}
 	// The shared CQ may still hold this QP's completions: they find no
 	// connection by key or QPN and are skipped.
-	if !t.closed {
-		// disconnected LossGrace later, once every port is up: a link
-		// going down fails sends before its port reads down
+	switch {
+	case t.closed || c.peerClosed.Load() || c.deviceRemoved():
+		// closing; or the peer's DREQ came, so the link works; or the
+		// device is gone and no CM MAD can go out on it
+		c.release()
+	default:
+		// a loss: the QP stops now (a local verb, no CM MAD: nothing it
+		// still has posted runs against the buffers the next connection
+		// reuses); the disconnect waits LossGrace and every port up, as
+		// a link going down fails sends before its port reads down
+		if c.qp != nil {
+			_ = c.qp.ToErr()
+		}
 		c.parkedAt = time.Now().UnixNano()
 		t.parked = append(t.parked, c)
-	} else {
-		c.release()
+		if t.connect.IsValid() {
+			t.lostAt.Store(c.parkedAt)
+		}
 	}
-	// its QP is gone: the device reads no registered log for it any more
+	// its QP is in the error state or gone: the device reads no
+	// registered log for it any more
 	c.slots.freeAll()
 	if t.connect.IsValid() && t.cur == nil && !t.closed {
 		select {
