@@ -899,7 +899,7 @@ func (t *rcTransport) dialLoop() {
 		case <-t.redial:
 		}
 		var b backoff
-		if wait := time.Duration(t.lostAt.Load()+int64(LossGrace)-time.Now().UnixNano()); wait > 0 {
+		if wait := time.Duration(t.lostAt.Load() + int64(LossGrace) - time.Now().UnixNano()); wait > 0 {
 			b.d = wait // a connection was lost: no dial before LossGrace is over
 		}
 		for {
