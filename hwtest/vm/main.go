@@ -238,7 +238,7 @@ func cmdTest(args []string) error {
 	bench := fs.String("bench", "", "run benchmarks matching this regexp (and no tests unless -run is given)")
 	benchtime := fs.String("benchtime", "", "go test -benchtime for -bench")
 	count := fs.Int("count", 0, "go test -count")
-	race := fs.Bool("race", false, "build the test binaries with the race detector (cgo on; the guest has the C library)")
+	race := fs.Bool("race", false, "build the test binaries with the race detector (cgo on: needs gcc on an amd64 host; the binaries link the C library, which the Debian guest has)")
 	testTimeout := fs.Duration("test.timeout", 15*time.Minute, "per-binary test timeout")
 	fs.Parse(args)
 	work, err := os.MkdirTemp("", "ibgo-vm-build-")
