@@ -1,6 +1,9 @@
 package driver
 
 import (
+	"errors"
+	"syscall"
+
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -520,7 +523,19 @@ func (p *networkPublication) sendFailed(c *sender, dest netip.AddrPort, err erro
 		c.sys[sysErrors].Add(1)
 		return
 	}
-	c.report(cnc.ErrorCodeGenericError, fmt.Sprintf("%s: send to %s: %v", p.channel, dest, err))
+	c.report(cnc.ErrorCodeGenericError, fmt.Sprintf("%s: send to %s: %v", p.channel, dest, sendCause(err)))
+}
+
+// sendCause is what a failed send's log entry says: the errno where there
+// is one ("network is unreachable"), so that one cause is one distinct
+// entry however the medium's text numbers the datagrams and their sizes
+// (a long outage would fill the log with near-copies); else the error.
+func sendCause(err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return err
 }
 
 // sendData sends up to maxDatagramsPerSendDuty datagrams of whole frames

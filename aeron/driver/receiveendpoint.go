@@ -173,7 +173,7 @@ func (e *receiveEndpoint) sendTo(r *receiver, via Transport, dest netip.AddrPort
 	e.batch[0] = b
 	if _, err := via.Send(dest, e.batch); err != nil {
 		// counted and in the distinct error log, as the C receiver does
-		r.c.recordError(cnc.ErrorCodeGenericError, fmt.Sprintf("%s: send to %s: %v", e.channel, dest, err))
+		r.c.recordError(cnc.ErrorCodeGenericError, fmt.Sprintf("%s: send to %s: %v", e.channel, dest, sendCause(err)))
 	}
 	e.batch[0] = nil
 }
