@@ -143,20 +143,10 @@ func (e *receiveEndpoint) imageSparse(c *conductor, streamID, sessionID int32) b
 func newPublicationImage(c *conductor, e *receiveEndpoint, s *protocol.Setup, from netip.AddrPort) (*publicationImage, error) {
 	regID := c.rb.NextCorrelationID()
 	path := filepath.Join(c.cfg.Dir, "images", strconv.FormatInt(regID, 10)+".logbuffer")
-	if err := c.checkStorage(int(s.TermLength)); err != nil {
-		return nil, err
-	}
 	sparse := e.imageSparse(c, s.StreamID, s.SessionID)
-	create := logbuffer.CreateAllocated
-	if sparse {
-		create = logbuffer.Create
-	}
-	log, err := create(path, s.TermLength, int32(c.cfg.FilePageSize))
+	log, err := c.createLog(path, int(s.TermLength), sparse)
 	if err != nil {
-		return nil, fail(cnc.ErrorCodeStorageSpace, "cannot create log %s: %v", path, err)
-	}
-	if !sparse {
-		c.faultIn(log)
+		return nil, err
 	}
 	im := &publicationImage{e: e, regID: regID, sessionID: s.SessionID, streamID: s.StreamID, source: from,
 		sourceIdentity: from.String(), log: log, logFile: path, logLength: int64(len(log.Bytes())),

@@ -20,8 +20,17 @@ import (
 // not take the page faults).
 func (c *conductor) createPublicationLog(regID int64, termLength int, sparse bool) (*logbuffer.LogBuffer, string, error) {
 	path := filepath.Join(c.cfg.Dir, "publications", strconv.FormatInt(regID, 10)+".logbuffer")
+	log, err := c.createLog(path, termLength, sparse)
+	return log, path, err
+}
+
+// createLog makes a publication's or an image's log file: refused with
+// STORAGE_SPACE when the file system has no room (checkStorage); a log
+// that is not sparse has its blocks reserved (a full /dev/shm later would
+// be a SIGBUS) and its pages faulted in.
+func (c *conductor) createLog(path string, termLength int, sparse bool) (*logbuffer.LogBuffer, error) {
 	if err := c.checkStorage(termLength); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	create := logbuffer.CreateAllocated
 	if sparse {
@@ -29,12 +38,12 @@ func (c *conductor) createPublicationLog(regID int64, termLength int, sparse boo
 	}
 	log, err := create(path, int32(termLength), int32(c.cfg.FilePageSize))
 	if err != nil {
-		return nil, "", fail(cnc.ErrorCodeStorageSpace, "cannot create log %s: %v", path, err)
+		return nil, fail(cnc.ErrorCodeStorageSpace, "cannot create log %s: %v", path, err)
 	}
 	if !sparse {
 		c.faultIn(log)
 	}
-	return log, path, nil
+	return log, nil
 }
 
 // faultIn touches every page of a log that is not sparse, so that
