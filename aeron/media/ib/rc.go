@@ -277,6 +277,7 @@ type rcConn struct {
 	parkedAt          int64                    // when drop parked it (ns; rcTransport.parked)
 	stallAt           int64                    // since when every send slot is posted with no completion (ns; 0: not)
 	dropped           bool                     // drop has run (agent)
+	removalSeen       bool                     // drop re-registered the logs after its device went (agent)
 	peerClosed        atomic.Bool              // ended by the peer's disconnect (watcher), not lost
 	swr               [postBatch]uverbs.SendWR // preallocated: posting allocates nothing
 	ssge              [postBatch]uverbs.SGE
@@ -1097,6 +1098,14 @@ func (t *rcTransport) apply(ev rcEvent) {
 // drop forgets and frees c; a publication dials again.
 func (t *rcTransport) drop(c *rcConn) {
 	c.closing.Store(true)
+	if t.connect.IsValid() && !c.removalSeen && c.deviceRemoved() {
+		// the logs were registered on the removed device's PD: again on
+		// the next one's (devremove.go); also when the agent's own loss
+		// dropped c before the watcher's DEVICE_REMOVAL came
+		c.removalSeen = true
+		t.m.DeviceRemovals.Add(1)
+		_ = t.deregisterAll()
+	}
 	if c.dropped {
 		return // a loss the agent found and the watcher's both came
 	}
@@ -1117,12 +1126,6 @@ func (t *rcTransport) drop(c *rcConn) {
 	if c.id != nil {
 		t.live.Add(-1)
 		t.ungrantAll(c) // write.go: no write lands in an image after this
-	}
-	if t.connect.IsValid() && c.deviceRemoved() {
-		// the logs were registered on the removed device's PD: again on
-		// the next one's (devremove.go)
-		t.m.DeviceRemovals.Add(1)
-		_ = t.deregisterAll()
 	}
 	// The shared CQ may still hold this QP's completions: they find no
 	// connection by key or QPN and are skipped.
