@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,14 @@ type Options struct {
 	ResourceLinger    time.Duration // how long closed logs stay mapped, default 3 s
 	IdleSleep         time.Duration // client conductor idle, default 1 ms
 	ClientName        string        // shown in the client-heartbeat counter label (AERON_CLIENT_NAME)
+	// PreTouchMappedMemory takes the page faults of every page of a
+	// publication's or image's log when the client maps it, instead of one
+	// by one as the stream first reaches each page (each a stall of a
+	// round trip: tens of microseconds in a VM). Mapping a log then takes
+	// longer (milliseconds for IPC's 3 x 64 MiB terms) and holds its page
+	// tables. False takes AERON_CLIENT_PRE_TOUCH_MAPPED_MEMORY, read as the
+	// C client reads it (1, on, true; default off).
+	PreTouchMappedMemory bool
 	// OnAvailableImage and OnUnavailableImage run on the client's
 	// conductor goroutine; they must not block nor add or remove
 	// resources of this client.
@@ -141,6 +150,9 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	}
 	if opts.ClientName == "" {
 		opts.ClientName = os.Getenv("AERON_CLIENT_NAME")
+	}
+	if !opts.PreTouchMappedMemory {
+		opts.PreTouchMappedMemory = envBool(os.Getenv("AERON_CLIENT_PRE_TOUCH_MAPPED_MEMORY"), false)
 	}
 	// Reopen on every attempt: a driver starting in a stale directory
 	// replaces cnc.dat, and the old file's heartbeat never moves again.
@@ -808,4 +820,17 @@ func (c *Client) destination(ctx context.Context, kind int32, reg int64, channel
 		return cnc.AppendDestinationCommand(dst, cnc.DestinationCommand{Correlated: cnc.Correlated{ClientID: c.clientID, CorrelationID: corr}, RegistrationID: reg, Channel: channel})
 	})
 	return err
+}
+
+// envBool reads a flag as Aeron's aeron_parse_bool does: a value starting
+// with 1, on or true is true, one starting with 0, off or false is false,
+// anything else (or nothing) is def.
+func envBool(v string, def bool) bool {
+	switch {
+	case strings.HasPrefix(v, "1"), strings.HasPrefix(v, "on"), strings.HasPrefix(v, "true"):
+		return true
+	case strings.HasPrefix(v, "0"), strings.HasPrefix(v, "off"), strings.HasPrefix(v, "false"):
+		return false
+	}
+	return def
 }

@@ -9,3 +9,9 @@ func OnConductorPinned(f func(cpu int)) {
 	}
 	conductorPinned.Store(&f)
 }
+
+// EnvBool is envBool.
+func EnvBool(v string, def bool) bool { return envBool(v, def) }
+
+// PreTouching reports whether the client pre-touches the logs it maps.
+func (c *Client) PreTouching() bool { return c.opts.PreTouchMappedMemory }

@@ -144,5 +144,14 @@ func (l *LogBuffer) Metadata() *Metadata { return l.meta }
 // TermLength is the length of each partition.
 func (l *LogBuffer) TermLength() int32 { return int32(len(l.terms[0])) }
 
+// PreTouch takes the page faults of a mapped log's every page now
+// (shm.Mapping.PreTouch), as Aeron's clients do with pre-touch on; a log
+// not mapped from a file is left alone. Not for concurrent use with Close.
+func (l *LogBuffer) PreTouch() {
+	if l.mapping != nil {
+		l.mapping.PreTouch()
+	}
+}
+
 // Bytes is the whole log.
 func (l *LogBuffer) Bytes() []byte { return l.buf }

@@ -2,6 +2,7 @@ package shm
 
 import (
 	"fmt"
+	"os"
 	"sync/atomic"
 	"unsafe"
 )
@@ -124,4 +125,14 @@ func Alloc(n int) []byte {
 	p := unsafe.Pointer(unsafe.SliceData(words))
 	skip := (64 - int(uintptr(p)&63)) & 63
 	return unsafe.Slice((*byte)(unsafe.Add(p, skip)), n)
+}
+
+// preTouch writes nothing but makes every page of b present and writable:
+// a compare-and-swap of 0 with 0 on each page's first word (b is
+// page-aligned, as a mapping is).
+func preTouch(b []byte) {
+	page := os.Getpagesize()
+	for off := 0; off+4 <= len(b); off += page {
+		CompareAndSwapInt32(b, off, 0, 0)
+	}
 }

@@ -32,6 +32,9 @@ func (m *Mapping) Bytes() []byte { return m.data }
 // Path returns the mapped file's path.
 func (m *Mapping) Path() string { return m.path }
 
+// PreTouch is a no-op.
+func (m *Mapping) PreTouch() {}
+
 // Close is a no-op.
 func (m *Mapping) Close() error { return nil }
 

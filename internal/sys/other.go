@@ -15,6 +15,8 @@ const (
 
 func DontFork(b []byte) error { return ErrNotSupportedOnOS }
 
+func PopulateWrite(b []byte) error { return ErrNotSupportedOnOS }
+
 func MemlockLimit() (limit uint64, unlimited bool, err error) { return 0, false, ErrNotSupportedOnOS }
 
 func HugePageSize() (int, error) { return 0, ErrNotSupportedOnOS }
