@@ -5,7 +5,7 @@
 # ROUNDS rounds, the two stacks alternating which goes first, medians and
 # their ratio printed at the end (make bench-aeron).
 #
-#   ROUNDS=3 MESSAGES=10000000 PINGS=20000 MEDIA=ipc hwtest/aeron-bench.sh IBGO [AERON_C_BIN]
+#   ROUNDS=3 MESSAGES=10000000 PINGS=20000 MEDIA=ipc PRETOUCH=false JAVA_CP= hwtest/aeron-bench.sh IBGO [AERON_C_BIN]
 #
 # MEDIA=udp runs the same over aeron:udp on loopback with 2 MiB socket
 # buffers and receiver window (so-sndbuf, so-rcvbuf, rcv-wnd; the issue's
@@ -20,6 +20,15 @@
 # Latency: ibgo `aeron ping`/`pong` against cping/cpong, PINGS round trips
 # after PINGS/4 warm-up. Each run gets a fresh driver in its own /dev/shm
 # directory; every process is stopped by its pid.
+#
+# PRETOUCH=true has every client pre-touch the logs it maps (both stacks
+# read AERON_CLIENT_PRE_TOUCH_MAPPED_MEMORY; Java's samples get
+# -Daeron.pre.touch.mapped.memory). JAVA_CP (a class path with Aeron's Java
+# client and samples, and HdrHistogram for Ping) adds Aeron's Java samples,
+# run on ibgo driver and on aeronmd: StreamingPublisher -> RateSubscriber
+# (JAVA_MESSAGES, default 3 x MESSAGES; the median of the publisher's
+# per-second rates after its first, which the JIT's warm-up slows) and
+# Ping/Pong.
 set -u
 
 IBGO=${1:?usage: aeron-bench.sh IBGO [AERON_C_BIN]}
@@ -29,6 +38,11 @@ MESSAGES=${MESSAGES:-10000000}
 PINGS=${PINGS:-20000}
 WARM=$((PINGS / 4))
 MEDIA=${MEDIA:-ipc}
+PRETOUCH=${PRETOUCH:-false}
+JAVA_CP=${JAVA_CP:-}
+JAVA=${JAVA:-java}
+JAVA_MESSAGES=${JAVA_MESSAGES:-$((MESSAGES * 3))} # seconds of per-second rates past the JIT's warm-up
+export AERON_CLIENT_PRE_TOUCH_MAPPED_MEMORY=$PRETOUCH
 case $MEDIA in
 ipc)
 	C=aeron:ipc PC=aeron:ipc QC=aeron:ipc
@@ -161,13 +175,55 @@ run_c() { # appends "tput p50 p99 p999" to $WORK/c.txt
 	echo "  Aeron C: ${tput:-nan} M msg/s; RTT p50 ${p50:-nan} / p99 ${p99:-nan} / p99.9 ${p999:-nan} µs"
 }
 
+# run_java ibgo|c: Aeron's Java samples on ibgo driver or aeronmd; appends
+# "tput p50 p99 p999" to $WORK/java-$1.txt
+run_java() {
+	local on=$1 drv sub pong
+	newdir "java-$on"
+	if [ "$on" = ibgo ]; then
+		bg "$WORK/java-driver.log" "$IBGO" driver --dir "$DIR" --dir-delete-on-shutdown
+	else
+		AERON_DIR=$DIR AERON_DIR_DELETE_ON_SHUTDOWN=true bg "$WORK/java-driver.log" "$BIN/aeronmd"
+	fi
+	drv=$LAST
+	wait_file "$DIR/cnc.dat" || return
+	sleep 0.5
+	local j=("$JAVA" --add-opens java.base/jdk.internal.misc=ALL-UNNAMED --add-exports java.base/jdk.internal.misc=ALL-UNNAMED
+		--add-opens java.base/java.util.zip=ALL-UNNAMED -cp "$JAVA_CP" -Daeron.dir="$DIR"
+		-Daeron.pre.touch.mapped.memory="$PRETOUCH" -Daeron.sample.messageLength=256)
+	bg "$WORK/java-rate.log" "${j[@]}" -Daeron.sample.channel="$C" io.aeron.samples.RateSubscriber
+	sub=$LAST
+	sleep 1
+	echo n | timeout -s INT 600 "${j[@]}" -Daeron.sample.channel="$C" -Daeron.sample.messages="$JAVA_MESSAGES" \
+		io.aeron.samples.StreamingPublisher >"$WORK/java-pub.log" 2>&1
+	stop "$sub"
+	local tput
+	tput=$(awk '/msgs\/sec/ { n++; last = $1; if (n > 1) print $1 / 1e6 } END { if (n == 1) print last / 1e6 }' "$WORK/java-pub.log" | sort -g |
+		awk '{ v[NR] = $1 } END { if (NR) printf "%.3f", v[int((NR + 1) / 2)] }')
+	bg "$WORK/java-pong.log" "${j[@]}" -Daeron.sample.ping.channel="$PC" -Daeron.sample.pong.channel="$QC" \
+		-Daeron.sample.exclusive.publications=true io.aeron.samples.Pong
+	pong=$LAST
+	sleep 1
+	echo n | timeout -s INT 600 "${j[@]}" -Daeron.sample.ping.channel="$PC" -Daeron.sample.pong.channel="$QC" \
+		-Daeron.sample.exclusive.publications=true -Daeron.sample.messages="$PINGS" \
+		-Daeron.sample.warmup.messages="$WARM" -Daeron.sample.warmup.iterations=1 io.aeron.samples.Ping >"$WORK/java-ping.log" 2>&1
+	stop "$pong"
+	stop "$drv"
+	local p50 p99 p999
+	p50=$(hdr_pct "$WORK/java-ping.log" 0.5)
+	p99=$(hdr_pct "$WORK/java-ping.log" 0.99)
+	p999=$(hdr_pct "$WORK/java-ping.log" 0.999)
+	echo "${tput:-nan} ${p50:-nan} ${p99:-nan} ${p999:-nan}" >>"$WORK/java-$on.txt"
+	echo "  Java samples on $on: ${tput:-nan} M msg/s; RTT p50 ${p50:-nan} / p99 ${p99:-nan} / p99.9 ${p999:-nan} µs"
+}
+
 median() { # median FILE COLUMN
 	awk -v c="$2" '$c != "nan" { print $c }' "$1" | sort -g | awk '{ v[NR] = $1 } END {
 		if (NR == 0) { print "nan"; exit }
 		if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-echo "aeron-bench: $MEDIA ($C), 256-byte messages, $ROUNDS rounds, $MESSAGES messages, $PINGS pings; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg) at start"
+echo "aeron-bench: $MEDIA ($C), 256-byte messages, $ROUNDS rounds, $MESSAGES messages, $PINGS pings, pre-touch $PRETOUCH; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg) at start"
 [ -n "$BIN" ] || echo "aeron-bench: AERON_C_BIN not set: ibgo only (see mk/aeron.mk for how to build Aeron's C samples)"
 for r in $(seq "$ROUNDS"); do
 	echo "round $r (load $(cut -d' ' -f1 /proc/loadavg))"
@@ -177,6 +233,10 @@ for r in $(seq "$ROUNDS"); do
 	else
 		run_ibgo
 		[ -n "$BIN" ] && run_c
+	fi
+	if [ -n "$JAVA_CP" ]; then
+		run_java ibgo
+		[ -n "$BIN" ] && run_java c
 	fi
 done
 
@@ -196,4 +256,8 @@ if [ -n "$BIN" ]; then
 		if (a == "nan" || b == "nan" || b == 0) print "nan"; else printf "%.2f", a / b }')
 	printf '| %-28s | %14s | %10s | %10s | %10s |\n' "ratio apart / C (like for like)" "$apart" "" "" ""
 	echo "(throughput ratio > 1 and latency ratios < 1 favour ibgo)"
+fi
+if [ -n "$JAVA_CP" ]; then
+	row "Java samples + ibgo driver" "$WORK/java-ibgo.txt"
+	[ -n "$BIN" ] && row "Java samples + aeronmd" "$WORK/java-c.txt"
 fi

@@ -31,6 +31,7 @@ AERON_C_BIN ?=
 BENCH_AERON_ROUNDS ?= 3
 BENCH_AERON_MESSAGES ?= 10000000
 BENCH_AERON_MEDIA ?= ipc
+BENCH_AERON_PRETOUCH ?= false
 
 AERON_JAVA_CP ?=
 JAVA ?= java
@@ -68,11 +69,13 @@ lifecycle-aeron:
 	@if [ -z "$(AERON_C_BIN)" ]; then echo "$$AERON_C_BIN_HELP" >&2; exit 2; fi
 	AERON_C_BIN="$(AERON_C_BIN)" $(GO) test -count=1 -v -run 'TestLifecycle' ./aeron/media/udp/
 
-## bench-aeron: IPC (or BENCH_AERON_MEDIA=udp) 256-byte throughput and ping-pong, ibgo vs Aeron C when AERON_C_BIN is set
+## bench-aeron: IPC (or BENCH_AERON_MEDIA=udp) 256-byte throughput and ping-pong, ibgo vs Aeron C when AERON_C_BIN is set,
+## Aeron's Java samples on both drivers when AERON_JAVA_CP is set; BENCH_AERON_PRETOUCH=true pre-touches every client's logs
 bench-aeron:
 	@mkdir -p bin
 	$(GO) build -o bin/ibgo ./cmd/ibgo
-	ROUNDS=$(BENCH_AERON_ROUNDS) MESSAGES=$(BENCH_AERON_MESSAGES) MEDIA=$(BENCH_AERON_MEDIA) hwtest/aeron-bench.sh bin/ibgo "$(AERON_C_BIN)"
+	ROUNDS=$(BENCH_AERON_ROUNDS) MESSAGES=$(BENCH_AERON_MESSAGES) MEDIA=$(BENCH_AERON_MEDIA) PRETOUCH=$(BENCH_AERON_PRETOUCH) \
+		JAVA_CP="$(AERON_JAVA_CP)" JAVA="$(JAVA)" hwtest/aeron-bench.sh bin/ibgo "$(AERON_C_BIN)"
 
 ## bench-write-vm: in the soft-RoCE VM, aeron:ib ib-mode=write vs ib-mode=send vs aeron:udp between two drivers:
 ## throughput, the receiving driver's and the guest's CPU per message, RTT; BENCH_ROUNDS=3 BENCH_MESSAGES=5000000
