@@ -26,8 +26,9 @@
 # -Daeron.pre.touch.mapped.memory). JAVA_CP (a class path with Aeron's Java
 # client and samples, and HdrHistogram for Ping) adds Aeron's Java samples,
 # run on ibgo driver and on aeronmd: StreamingPublisher -> RateSubscriber
-# (JAVA_MESSAGES, default 3 x MESSAGES; the median of the publisher's
-# per-second rates after its first, which the JIT's warm-up slows) and
+# (JAVA_MESSAGES, default 5 x MESSAGES; the messages the publisher counted
+# between its first per-second line and its last, over those seconds: the
+# JIT's warm-up and the last partial second left out) and
 # Ping/Pong.
 set -u
 
@@ -41,7 +42,7 @@ MEDIA=${MEDIA:-ipc}
 PRETOUCH=${PRETOUCH:-false}
 JAVA_CP=${JAVA_CP:-}
 JAVA=${JAVA:-java}
-JAVA_MESSAGES=${JAVA_MESSAGES:-$((MESSAGES * 3))} # seconds of per-second rates past the JIT's warm-up
+JAVA_MESSAGES=${JAVA_MESSAGES:-$((MESSAGES * 5))} # seconds of per-second lines past the JIT's warm-up
 export AERON_CLIENT_PRE_TOUCH_MAPPED_MEMORY=$PRETOUCH
 case $MEDIA in
 ipc)
@@ -198,8 +199,11 @@ run_java() {
 		io.aeron.samples.StreamingPublisher >"$WORK/java-pub.log" 2>&1
 	stop "$sub"
 	local tput
-	tput=$(awk '/msgs\/sec/ { n++; last = $1; if (n > 1) print $1 / 1e6 } END { if (n == 1) print last / 1e6 }' "$WORK/java-pub.log" | sort -g |
-		awk '{ v[NR] = $1 } END { if (NR) printf "%.3f", v[int((NR + 1) / 2)] }')
+	# the messages between the first per-second line and the last, over
+	# the seconds between them: the JIT's first second and the last
+	# partial one left out
+	tput=$(awk '/msgs\/sec.*totals/ { for (i = 1; i < NF; i++) if ($i == "totals") t[++n] = $(i + 1) }
+		END { if (n >= 2) printf "%.3f", (t[n] - t[1]) / (n - 1) / 1e6 }' "$WORK/java-pub.log")
 	bg "$WORK/java-pong.log" "${j[@]}" -Daeron.sample.ping.channel="$PC" -Daeron.sample.pong.channel="$QC" \
 		-Daeron.sample.exclusive.publications=true io.aeron.samples.Pong
 	pong=$LAST
