@@ -168,12 +168,18 @@ run_c() { # appends "tput p50 p99 p999" to $WORK/c.txt
 	timeout -s INT 600 "$BIN/cping" -p "$DIR" -c "$PC" -C "$QC" -m "$PINGS" -w "$WARM" -L 256 >"$WORK/c-ping.log" 2>&1
 	stop "$pong"
 	stop "$drv"
+	record_hdr "Aeron C" "$tput" "$WORK/c-ping.log" "$WORK/c.txt"
+}
+
+# record_hdr LABEL TPUT PINGLOG OUT: the ping's HdrHistogram percentiles,
+# appended to OUT as "tput p50 p99 p999" and printed
+record_hdr() {
 	local p50 p99 p999
-	p50=$(hdr_pct "$WORK/c-ping.log" 0.5)
-	p99=$(hdr_pct "$WORK/c-ping.log" 0.99)
-	p999=$(hdr_pct "$WORK/c-ping.log" 0.999)
-	echo "${tput:-nan} ${p50:-nan} ${p99:-nan} ${p999:-nan}" >>"$WORK/c.txt"
-	echo "  Aeron C: ${tput:-nan} M msg/s; RTT p50 ${p50:-nan} / p99 ${p99:-nan} / p99.9 ${p999:-nan} µs"
+	p50=$(hdr_pct "$3" 0.5)
+	p99=$(hdr_pct "$3" 0.99)
+	p999=$(hdr_pct "$3" 0.999)
+	echo "${2:-nan} ${p50:-nan} ${p99:-nan} ${p999:-nan}" >>"$4"
+	echo "  $1: ${2:-nan} M msg/s; RTT p50 ${p50:-nan} / p99 ${p99:-nan} / p99.9 ${p999:-nan} µs"
 }
 
 # run_java ibgo|c: Aeron's Java samples on ibgo driver or aeronmd; appends
@@ -213,12 +219,7 @@ run_java() {
 		-Daeron.sample.warmup.messages="$WARM" -Daeron.sample.warmup.iterations=1 io.aeron.samples.Ping >"$WORK/java-ping.log" 2>&1
 	stop "$pong"
 	stop "$drv"
-	local p50 p99 p999
-	p50=$(hdr_pct "$WORK/java-ping.log" 0.5)
-	p99=$(hdr_pct "$WORK/java-ping.log" 0.99)
-	p999=$(hdr_pct "$WORK/java-ping.log" 0.999)
-	echo "${tput:-nan} ${p50:-nan} ${p99:-nan} ${p999:-nan}" >>"$WORK/java-$on.txt"
-	echo "  Java samples on $on: ${tput:-nan} M msg/s; RTT p50 ${p50:-nan} / p99 ${p99:-nan} / p99.9 ${p999:-nan} µs"
+	record_hdr "Java samples on $on" "$tput" "$WORK/java-ping.log" "$WORK/java-$on.txt"
 }
 
 median() { # median FILE COLUMN

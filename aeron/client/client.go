@@ -29,10 +29,13 @@ type Options struct {
 	// PreTouchMappedMemory takes the page faults of every page of a
 	// publication's or image's log when the client maps it, instead of one
 	// by one as the stream first reaches each page (each a stall of a
-	// round trip: tens of microseconds in a VM). Mapping a log then takes
-	// longer (milliseconds for IPC's 3 x 64 MiB terms) and holds its page
-	// tables. False takes AERON_CLIENT_PRE_TOUCH_MAPPED_MEMORY, read as the
-	// C client reads it (1, on, true; default off).
+	// round trip: tens of microseconds in a VM). Each page is written
+	// once, as Aeron's Java client pre-touches (C's only populates).
+	// Mapping a log then takes longer (about half a second for IPC's
+	// 3 x 64 MiB terms in this project's VM), on the client conductor,
+	// which meanwhile answers no other call. False takes
+	// AERON_CLIENT_PRE_TOUCH_MAPPED_MEMORY, read as the C client reads it
+	// (a value starting with 1, on or true; default off).
 	PreTouchMappedMemory bool
 	// OnAvailableImage and OnUnavailableImage run on the client's
 	// conductor goroutine; they must not block nor add or remove

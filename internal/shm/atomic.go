@@ -127,9 +127,9 @@ func Alloc(n int) []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(p, skip)), n)
 }
 
-// preTouch writes nothing but makes every page of b present and writable:
-// a compare-and-swap of 0 with 0 on each page's first word (b is
-// page-aligned, as a mapping is).
+// preTouch writes every page of b once without changing it: a
+// compare-and-swap of 0 with 0 on each page's first word (b is
+// page-aligned, as a mapping is), which faults the page in writable.
 func preTouch(b []byte) {
 	page := os.Getpagesize()
 	for off := 0; off+4 <= len(b); off += page {
