@@ -44,6 +44,7 @@ JAVA_CP=${JAVA_CP:-}
 JAVA=${JAVA:-java}
 JAVA_MESSAGES=${JAVA_MESSAGES:-$((MESSAGES * 5))} # seconds of per-second lines past the JIT's warm-up
 export AERON_CLIENT_PRE_TOUCH_MAPPED_MEMORY=$PRETOUCH
+case $PRETOUCH in 1* | on* | true*) JAVA_PRETOUCH=true ;; *) JAVA_PRETOUCH=false ;; esac # Java reads only "true"
 case $MEDIA in
 ipc)
 	C=aeron:ipc PC=aeron:ipc QC=aeron:ipc
@@ -197,7 +198,7 @@ run_java() {
 	sleep 0.5
 	local j=("$JAVA" --add-opens java.base/jdk.internal.misc=ALL-UNNAMED --add-exports java.base/jdk.internal.misc=ALL-UNNAMED
 		--add-opens java.base/java.util.zip=ALL-UNNAMED -cp "$JAVA_CP" -Daeron.dir="$DIR"
-		-Daeron.pre.touch.mapped.memory="$PRETOUCH" -Daeron.sample.messageLength=256)
+		-Daeron.pre.touch.mapped.memory="$JAVA_PRETOUCH" -Daeron.sample.messageLength=256)
 	bg "$WORK/java-rate.log" "${j[@]}" -Daeron.sample.channel="$C" io.aeron.samples.RateSubscriber
 	sub=$LAST
 	sleep 1

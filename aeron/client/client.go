@@ -408,24 +408,49 @@ func (c *Client) doWorkLocked() int {
 		return work
 	}
 	if now.Sub(c.lastKeep) >= c.opts.KeepaliveInterval {
-		c.lastKeep = now
-		if c.hb == nil {
-			if id := c.counters.FindByTypeIDAndRegistrationID(cnc.TypeClientHeartbeatTimestamp, c.clientID); id != cnc.NullCounterID {
-				c.hb, _ = c.counter(id)
-				c.appendHeartbeatLabel(id)
-			}
-		}
-		if c.hb != nil {
-			c.hb.Store(now.UnixMilli())
-		} else {
-			_ = c.sendLocked(cnc.CmdClientKeepalive, c.appendHeader(c.buf[:0], 0))
-		}
+		c.keepaliveLocked(now)
 	}
 	for len(c.lingering) > 0 && now.After(c.lingering[0].deadline) {
 		_ = c.lingering[0].log.Close()
 		c.lingering = c.lingering[1:]
 	}
 	return work
+}
+
+// keepaliveLocked tells the driver this client lives: its heartbeat
+// counter, or a keepalive command while the driver has made none.
+func (c *Client) keepaliveLocked(now time.Time) {
+	c.lastKeep = now
+	if c.hb == nil {
+		if id := c.counters.FindByTypeIDAndRegistrationID(cnc.TypeClientHeartbeatTimestamp, c.clientID); id != cnc.NullCounterID {
+			c.hb, _ = c.counter(id)
+			c.appendHeartbeatLabel(id)
+		}
+	}
+	if c.hb != nil {
+		c.hb.Store(now.UnixMilli())
+	} else {
+		_ = c.sendLocked(cnc.CmdClientKeepalive, c.appendHeader(c.buf[:0], 0))
+	}
+}
+
+// preTouchLocked pre-touches a log the conductor has just mapped, when
+// the options ask, keeping the client's keepalive going between chunks
+// (a large log takes seconds in a VM, and the driver's client liveness
+// timeout is 10 s). A failure is reported to OnError and the log is used
+// untouched.
+func (c *Client) preTouchLocked(log *logbuffer.LogBuffer) {
+	if !c.opts.PreTouchMappedMemory {
+		return
+	}
+	err := log.PreTouch(func() {
+		if now := time.Now(); now.Sub(c.lastKeep) >= c.opts.KeepaliveInterval {
+			c.keepaliveLocked(now)
+		}
+	})
+	if err != nil {
+		c.asyncError(fmt.Errorf("aeron client: pre-touch: %w", err))
+	}
 }
 
 // appendHeartbeatLabel adds " name=… version=… commit=…" to the driver's

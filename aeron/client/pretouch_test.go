@@ -30,6 +30,7 @@ func TestEnvBool(t *testing.T) {
 // A client pre-touches the logs it maps when the environment asks, and a
 // stream through pre-touched logs is delivered as any other.
 func TestPreTouchMappedMemory(t *testing.T) {
+	t.Setenv("AERON_CLIENT_PRE_TOUCH_MAPPED_MEMORY", "") // the default, whatever the caller's environment
 	cfg := testConfig(t)
 	startDriver(t, cfg)
 	require.False(t, connect(t, cfg.Dir).PreTouching())

@@ -90,9 +90,7 @@ func newPublication(c *Client, r cnc.PublicationReady, channel string, exclusive
 	if err != nil {
 		return nil, fmt.Errorf("aeron client: map publication log: %w", err)
 	}
-	if c.opts.PreTouchMappedMemory {
-		log.PreTouch()
-	}
+	c.preTouchLocked(log)
 	m := log.Metadata()
 	hw, err := logbuffer.NewHeaderWriter(m.DefaultFrameHeader())
 	if err != nil {

@@ -184,9 +184,7 @@ func newImage(c *Client, s *Subscription, m cnc.ImageReady) (*Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("aeron client: map image log: %w", err)
 	}
-	if c.opts.PreTouchMappedMemory {
-		log.PreTouch()
-	}
+	c.preTouchLocked(log)
 	subPos, err := c.counter(m.SubscriberPositionID)
 	if err != nil {
 		log.Close()

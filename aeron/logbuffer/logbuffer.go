@@ -144,14 +144,30 @@ func (l *LogBuffer) Metadata() *Metadata { return l.meta }
 // TermLength is the length of each partition.
 func (l *LogBuffer) TermLength() int32 { return int32(len(l.terms[0])) }
 
-// PreTouch takes the page faults of a mapped log's every page now
-// (shm.Mapping.PreTouch), as Aeron's clients do with pre-touch on; a log
-// not mapped from a file is left alone. Not for concurrent use with Close.
-func (l *LogBuffer) PreTouch() {
-	if l.mapping != nil {
-		l.mapping.PreTouch()
+// PreTouch makes every page of a mapped log present and written now
+// (shm.PreTouch), as Aeron's clients do with pre-touch on, in chunks of
+// PreTouchChunk bytes with between (when not nil) run after each, so that
+// a caller can keep a heartbeat going through a large log; a log not
+// mapped from a file is left alone. Not for concurrent use with Close.
+func (l *LogBuffer) PreTouch(between func()) error {
+	if l.mapping == nil {
+		return nil
 	}
+	b := l.mapping.Bytes()
+	for off := 0; off < len(b); off += PreTouchChunk {
+		if err := shm.PreTouch(b[off:min(off+PreTouchChunk, len(b))]); err != nil {
+			return fmt.Errorf("logbuffer: %s: %w", l.mapping.Path(), err)
+		}
+		if between != nil {
+			between()
+		}
+	}
+	return nil
 }
+
+// PreTouchChunk is how much of a log PreTouch touches between two calls
+// of its between function: a multiple of every page size.
+const PreTouchChunk = 16 << 20
 
 // Bytes is the whole log.
 func (l *LogBuffer) Bytes() []byte { return l.buf }

@@ -33,7 +33,10 @@ func (m *Mapping) Bytes() []byte { return m.data }
 func (m *Mapping) Path() string { return m.path }
 
 // PreTouch is a no-op.
-func (m *Mapping) PreTouch() {}
+func (m *Mapping) PreTouch() error { return nil }
+
+// PreTouch is a no-op.
+func PreTouch(b []byte) error { return nil }
 
 // Close is a no-op.
 func (m *Mapping) Close() error { return nil }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 
 	"github.com/ibgo/ibgo/internal/sys"
 )
@@ -82,21 +83,38 @@ func mapFile(f *os.File, path string, size int64, writable bool) (*Mapping, erro
 	return &Mapping{path: path, data: data}, nil
 }
 
-// PreTouch makes every page of the mapping present and written now, so
-// that a hot loop never stalls on a first touch later: MADV_POPULATE_WRITE
-// takes the kernel's page faults at once (where the kernel has it), then a
-// compare-and-swap of 0 with 0 on each page's first word writes each page,
-// as Aeron's Java client pre-touches a log. The write matters: in a VM a
-// page's first write can also fault in the hypervisor, which populating
-// alone does not take (measured in docs/perf.md). The swap changes no
-// data, so it is safe on a log other processes write. Not for concurrent
-// use with Close.
-func (m *Mapping) PreTouch() {
-	if len(m.data) == 0 {
-		return
+// PreTouch makes every page of b, a page-aligned part of a shared
+// mapping, present and written now, so that a hot loop never stalls on a
+// first touch later: MADV_POPULATE_WRITE takes the kernel's page faults
+// at once, then a compare-and-swap of 0 with 0 on each page's first word
+// writes each page, as Aeron's Java client pre-touches a log. The write
+// matters: in a VM a page's first write can also stall below the guest,
+// which populating alone does not take (measured in docs/perf.md). The
+// swap changes no data, so it is safe on a log other processes write.
+//
+// A kernel without MADV_POPULATE_WRITE (EINVAL, before Linux 5.14) leaves
+// the faults to the swap loop. Any other failure to populate (a file
+// system with no room for a sparse file's pages) is returned before the
+// loop, which would otherwise die of SIGBUS at the first page without
+// room.
+func PreTouch(b []byte) error {
+	if len(b) == 0 {
+		return nil
 	}
-	_ = sys.PopulateWrite(m.data) // an older kernel: the loop faults each page itself
-	preTouch(m.data)
+	if err := sys.PopulateWrite(b); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return fmt.Errorf("shm: pre-touch %d bytes: %w", len(b), err)
+	}
+	preTouch(b)
+	return nil
+}
+
+// PreTouch is PreTouch over the whole mapping. Not for concurrent use
+// with Close.
+func (m *Mapping) PreTouch() error {
+	if err := PreTouch(m.data); err != nil {
+		return fmt.Errorf("%s: %w", m.path, err)
+	}
+	return nil
 }
 
 // Bytes returns the mapped memory. It is invalid after Close.
