@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
 
 	"github.com/ibgo/ibgo/internal/sys"
 )
@@ -101,7 +100,7 @@ func PreTouch(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	if err := sys.PopulateWrite(b); err != nil && !errors.Is(err, syscall.EINVAL) {
+	if _, err := sys.PopulateWrite(b); err != nil {
 		return fmt.Errorf("shm: pre-touch %d bytes: %w", len(b), err)
 	}
 	preTouch(b)

@@ -4,6 +4,7 @@ package sys
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -29,9 +30,14 @@ func DontFork(b []byte) error { return errnoErr(unix.Madvise(b, unix.MADV_DONTFO
 // PopulateWrite maps every page of b writable now (MADV_POPULATE_WRITE,
 // Linux 5.14), as a write to each would, without writing: the page faults
 // of a shared mapping's first touches are taken here at once instead of
-// one by one in a hot loop. An older kernel's EINVAL is returned as is.
-func PopulateWrite(b []byte) error {
-	return errnoErr(unix.Madvise(b, unix.MADV_POPULATE_WRITE))
+// one by one in a hot loop. A kernel without it (EINVAL) reports
+// supported false and no error.
+func PopulateWrite(b []byte) (supported bool, err error) {
+	err = unix.Madvise(b, unix.MADV_POPULATE_WRITE)
+	if errors.Is(err, unix.EINVAL) {
+		return false, nil
+	}
+	return true, errnoErr(err)
 }
 
 // MemlockLimit returns the RLIMIT_MEMLOCK soft limit; unlimited reports

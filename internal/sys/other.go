@@ -15,7 +15,7 @@ const (
 
 func DontFork(b []byte) error { return ErrNotSupportedOnOS }
 
-func PopulateWrite(b []byte) error { return ErrNotSupportedOnOS }
+func PopulateWrite(b []byte) (supported bool, err error) { return false, nil }
 
 func MemlockLimit() (limit uint64, unlimited bool, err error) { return 0, false, ErrNotSupportedOnOS }
 
