@@ -29,7 +29,8 @@ type memReg struct {
 // RC), in the order it registered them. Owned by the transport's agent.
 type regions struct {
 	regs        []*memReg
-	regsPending bool // a region waits for registerPending
+	regsPending bool       // a region waits for registerPending
+	regsPD      *uverbs.PD // the PD the last registerPending used (nil after deregisterAll)
 }
 
 // add takes b for registration at the next registerPending (see
@@ -53,6 +54,7 @@ func (rs *regions) add(b []byte, maxInFlight int) (*memReg, error) {
 // refusal is counted in m and leaves the region to the bounce buffer.
 func (rs *regions) registerPending(pd *uverbs.PD, m *Media) {
 	rs.regsPending = false
+	rs.regsPD = pd
 	for _, r := range rs.regs {
 		if r.mr != nil || r.failed || r.released {
 			continue
@@ -108,6 +110,7 @@ func (rs *regions) remove(r *memReg) error {
 // next registerPending (with a new PD): the endpoint they were registered
 // on is going, and with it every send that read them.
 func (rs *regions) deregisterAll() error {
+	rs.regsPD = nil
 	var errs []error
 	for _, r := range rs.regs {
 		if r.mr != nil {
