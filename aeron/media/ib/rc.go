@@ -1275,7 +1275,7 @@ func (t *rcTransport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error)
 		t.m.RC.Dropped.Add(int64(len(datagrams)))
 		return len(datagrams), nil
 	}
-	if pd := t.regPD(); t.regsPD != nil && pd != nil && pd != t.regsPD {
+	if t.movedTo(t.regPD()) {
 		// the publication's anchor is on another device than the logs'
 		// registrations: its device was removed, and no drop of a
 		// connection saw the removal (the agent's own loss can drop one
@@ -1283,7 +1283,6 @@ func (t *rcTransport) Send(dest netip.AddrPort, datagrams [][]byte) (int, error)
 		// to drop); sends naming the old PD's keys would fail with local
 		// QP operation errors on every new connection
 		t.m.DeviceRemovals.Add(1)
-		_ = t.deregisterAll()
 	}
 	if t.regsPending {
 		t.registerPending(t.regPD(), t.m)

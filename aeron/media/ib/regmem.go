@@ -106,6 +106,18 @@ func (rs *regions) remove(r *memReg) error {
 	return err
 }
 
+// movedTo reports whether pd is another PD than the one the regions were
+// last registered on and, when it is, deregisters them all, so that the
+// next registerPending registers them on pd: the device under the old PD
+// was removed. A nil pd, or regions not registered, are not a move.
+func (rs *regions) movedTo(pd *uverbs.PD) bool {
+	if rs.regsPD == nil || pd == nil || pd == rs.regsPD {
+		return false
+	}
+	_ = rs.deregisterAll()
+	return true
+}
+
 // deregisterAll closes every region's MR and keeps the regions for the
 // next registerPending (with a new PD): the endpoint they were registered
 // on is going, and with it every send that read them.

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ibgo/ibgo/uverbs"
 )
 
 // TestSlotRegs: a region's in-flight bytes follow the slots that read it
@@ -33,4 +35,23 @@ func TestSlotRegs(t *testing.T) {
 	require.Equal(t, 20, b.inFlight)
 	require.False(t, s.unsignalled)
 	require.Equal(t, []*memReg{nil, nil, nil, nil}, s.reg)
+}
+
+// TestRegionsMovedTo: logs registered on one PD are deregistered, and
+// wait for registration on the new one, once the transport's PD is
+// another (its device was removed); the same PD, no PD, or regions never
+// registered are not a move.
+func TestRegionsMovedTo(t *testing.T) {
+	old, next := &uverbs.PD{}, &uverbs.PD{}
+	rs := regions{regs: []*memReg{{budget: 100, inFlight: 40}, {budget: 100, failed: true}}}
+	require.False(t, rs.movedTo(next), "never registered")
+	rs.regsPD = old // as registerPending(old) leaves it
+	require.False(t, rs.movedTo(old))
+	require.False(t, rs.movedTo(nil))
+	require.False(t, rs.regsPending)
+	require.True(t, rs.movedTo(next))
+	require.True(t, rs.regsPending, "the next Send registers the logs on the new PD")
+	require.Nil(t, rs.regsPD)
+	require.Zero(t, rs.regs[0].inFlight, "nothing is in flight on the removed device")
+	require.False(t, rs.movedTo(next), "deregistered once")
 }
